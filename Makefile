@@ -1,0 +1,93 @@
+# mq: a durable message queue as small Unix programs over SQLite.
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+PKG_CONFIG ?= pkg-config
+
+CFLAGS ?= -O2 -g
+override CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE \
+	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter $(CFLAGS) \
+	$(shell $(PKG_CONFIG) --cflags sqlite3 libbsd-overlay 2>/dev/null)
+LDLIBS += $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay 2>/dev/null || echo -lsqlite3 -lbsd)
+
+B ?= build
+PROGS = mq-send mq-recv mq-ack mq-topic
+LIBSRC = common/err.c common/parse.c common/db.c common/store.c \
+	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c
+LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
+BINS = $(PROGS:%=$(B)/%)
+MAN1 = $(PROGS:%=man/%.1)
+
+all: $(BINS)
+
+$(B)/schema.h: schema.sql
+	@mkdir -p $(B)
+	{ printf '#define SCHEMA_VERSION %s\n' \
+	    "$$(sed -n 's/^-- version: *//p' schema.sql)"; \
+	  printf 'static const char schema_sql[] =\n'; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' schema.sql; \
+	  printf ';\n'; } > $@
+
+$(B)/%.o: common/%.c common/mq.h common/db.h $(B)/schema.h
+	$(CC) $(CFLAGS) -I$(B) -Icommon -c -o $@ $<
+
+$(B)/libmq.a: $(LIBOBJ)
+	$(AR) rcs $@ $(LIBOBJ)
+
+$(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
+	$(CC) $(CFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a $(LDLIBS)
+
+# The same build with AddressSanitizer and UBSan, in its own directory.
+asan:
+	$(MAKE) B=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    LDFLAGS="-fsanitize=address,undefined"
+
+deps:
+	@sh t/deps.sh install
+
+test: all
+	@sh t/deps.sh check
+	MQ_BIN=$(CURDIR)/$(B) bats t
+
+test-asan: asan
+	@sh t/deps.sh check
+	MQ_BIN=$(CURDIR)/build-asan ASAN_OPTIONS=detect_leaks=0 bats t
+
+check: test test-asan
+
+demo: all
+	@sh bench/demo.sh $(B)
+
+bench: all
+	@sh bench/run.sh $(B)
+
+lint:
+	mandoc -Tlint -Wwarning man/*.[0-9]
+
+install: all
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	cp $(BINS) $(DESTDIR)$(BINDIR)/
+	cp man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	-cp man/*.5 $(DESTDIR)$(MANDIR)/man5/ 2>/dev/null
+	-cp man/*.7 $(DESTDIR)$(MANDIR)/man7/ 2>/dev/null
+	cp completions/mq.bash $(DESTDIR)$(BASHCOMPDIR)/mq-send
+	for p in $(PROGS); do [ $$p = mq-send ] || \
+	    ln -sf mq-send $(DESTDIR)$(BASHCOMPDIR)/$$p; done
+	cp completions/_mq $(DESTDIR)$(ZSHCOMPDIR)/_mq
+
+uninstall:
+	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p \
+	    $(DESTDIR)$(MANDIR)/man1/$$p.1 $(DESTDIR)$(BASHCOMPDIR)/$$p; done
+	rm -f $(DESTDIR)$(ZSHCOMPDIR)/_mq $(DESTDIR)$(MANDIR)/man7/mq.7 \
+	    $(DESTDIR)$(MANDIR)/man5/mq.5
+
+clean:
+	rm -rf build build-asan
+
+.PHONY: all asan deps test test-asan check demo bench lint install uninstall clean

@@ -1,0 +1,238 @@
+/*
+ * mq-send: append messages to a topic.
+ *
+ * Arguments are messages, all in one transaction.  Without them, stdin is
+ * read as lines (or -0 NUL-terminated records, or --whole one message) and
+ * committed in batches, cut by count and by a linger time after the first
+ * message of a batch, so a bulk load runs at SQLite's speed and a slow
+ * stream still commits each line within milliseconds.  Offsets are printed
+ * only after their batch is committed.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mq.h"
+
+#define BATCH_MAX	10000
+#define BATCH_BYTES	(8 * 1048576)
+
+static const char *dbpath, *key, *topic;
+static int quiet, unescape, delim = '\n';
+static int64_t due, linger = 10;
+
+struct batch {
+	char	**body;
+	size_t	*len, n, bytes;
+	int64_t	*off;
+};
+
+static void
+usage(FILE *f, int status)
+{
+	fprintf(f, "usage: mq-send [-0eq] [-d FILE] [-k KEY] [--whole] "
+	    "[--delay DUR | --at TIME]\n"
+	    "               [--linger DUR] TOPIC [MESSAGE ...]\n");
+	exit(status);
+}
+
+/* len 0: a record too long to hold */
+static void
+too_large(size_t len, int64_t max)
+{
+	char size[32] = "";
+
+	if (len)
+		snprintf(size, sizeof size, " of %zu bytes", len);
+	mq_die(MQ_EX_DATAERR, "message%s refused: over the size limit of "
+	    "%lld bytes of topic %s", size, (long long)max, topic);
+}
+
+/* Stores the batch in one transaction, then prints its offsets. */
+static void
+flush(struct mq *q, struct batch *b)
+{
+	struct mq_topic t;
+	int64_t now;
+	size_t i;
+
+	if (b->n == 0)
+		return;
+	mq_begin(q);
+	mq_topic_ensure(q, topic, &t);
+	now = mq_now();
+	for (i = 0; i < b->n; i++) {
+		if (b->len[i] > (size_t)t.max_size) {
+			mq_rollback(q);
+			too_large(b->len[i], t.max_size);
+		}
+		b->off[i] = mq_store_append(q, &t, now, due, key, b->body[i],
+		    b->len[i]);
+	}
+	mq_topic_save_counts(q, &t);
+	mq_commit(q);
+	for (i = 0; i < b->n; i++) {
+		if (!quiet)
+			printf("%lld\n", (long long)b->off[i]);
+		free(b->body[i]);
+	}
+	fflush(stdout);
+	b->n = b->bytes = 0;
+}
+
+static void
+add(struct batch *b, char *body, size_t len)
+{
+	b->body[b->n] = body;
+	b->len[b->n] = len;
+	b->n++;
+	b->bytes += len;
+}
+
+static char *
+decode(char *p, size_t *n)
+{
+	char *s = mq_memdup(p, *n);
+
+	if (unescape) {
+		if ((*n = mq_unescape(s)) == (size_t)-1)
+			mq_die(MQ_EX_DATAERR, "message refused: invalid escape "
+			    "sequence");
+	}
+	return s;
+}
+
+static void
+from_stdin(struct mq *q)
+{
+	struct mq_topic t;
+	struct mq_input in;
+	struct batch b;
+	int64_t max = MQ_DEFAULT_MAX_SIZE, until = -1;
+	size_t n;
+	char *p;
+	int r;
+
+	if (mq_topic_get(q, topic, &t))
+		max = t.max_size;
+	memset(&b, 0, sizeof b);
+	b.body = mq_array(NULL, BATCH_MAX, sizeof *b.body);
+	b.len = mq_array(NULL, BATCH_MAX, sizeof *b.len);
+	b.off = mq_array(NULL, BATCH_MAX, sizeof *b.off);
+	/* escapes take up to four bytes a byte: allow for them before decoding */
+	mq_input_init(&in, 0, delim, unescape ? 4 * max : max);
+	for (;;) {
+		r = mq_input_next(&in, b.n ? until : -1, &p, &n);
+		if (r == MQ_IN_EOF)
+			break;
+		if (r == MQ_IN_TIMEOUT) {
+			flush(q, &b);
+			continue;
+		}
+		if (r == MQ_IN_LONG) {
+			flush(q, &b);
+			too_large(0, max);
+		}
+		if (b.n == 0)
+			until = mq_now() + linger;
+		p = decode(p, &n);
+		if (n > (size_t)max) {
+			flush(q, &b);
+			too_large(n, max);
+		}
+		add(&b, p, n);
+		if (b.n == BATCH_MAX || b.bytes >= BATCH_BYTES ||
+		    mq_now() >= until)
+			flush(q, &b);
+	}
+	flush(q, &b);
+	mq_input_free(&in);
+	free(b.body);
+	free(b.len);
+	free(b.off);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, 'd' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "null", no_argument, NULL, '0' },
+		{ "whole", no_argument, NULL, 'W' },
+		{ "escapes", no_argument, NULL, 'e' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "delay", required_argument, NULL, 'D' },
+		{ "at", required_argument, NULL, 'a' },
+		{ "linger", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mq *q;
+	struct batch b;
+	int c, i, whole = 0, timed = 0;
+
+	mq_setprog(argv[0]);
+	while ((c = getopt_long(argc, argv, "0d:ehk:qV", opts, NULL)) != -1) {
+		switch (c) {
+		case '0': delim = '\0'; break;
+		case 'd': dbpath = optarg; break;
+		case 'e': unescape = 1; break;
+		case 'k':
+			if (!*optarg || strlen(optarg) > 1024)
+				mq_die(MQ_EX_USAGE, "invalid key: want 1-1024 "
+				    "bytes");
+			key = optarg;
+			break;
+		case 'q': quiet = 1; break;
+		case 'W': whole = 1; break;
+		case 'D':
+			due = mq_now() + mq_duration_arg(optarg, "delay");
+			timed++;
+			break;
+		case 'a':
+			due = mq_time_arg(optarg, "time");
+			timed++;
+			break;
+		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
+		case 'h': usage(stdout, 0); break;
+		case 'V': mq_version(); break;
+		default: usage(stderr, MQ_EX_USAGE);
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		usage(stderr, MQ_EX_USAGE);
+	if (timed > 1)
+		mq_die(MQ_EX_USAGE, "--delay and --at exclude each other");
+	topic = mq_name_arg(argv[0], "topic");
+	if (whole)
+		delim = -1;
+	if (argc > 1 && (whole || delim != '\n'))
+		mq_die(MQ_EX_USAGE, "-0 and --whole read stdin: give no "
+		    "MESSAGE arguments");
+
+	q = mq_open(dbpath, MQ_WRITE);
+	if (argc == 1) {
+		from_stdin(q);
+	} else {
+		memset(&b, 0, sizeof b);
+		b.body = mq_array(NULL, argc - 1, sizeof *b.body);
+		b.len = mq_array(NULL, argc - 1, sizeof *b.len);
+		b.off = mq_array(NULL, argc - 1, sizeof *b.off);
+		for (i = 1; i < argc; i++) {
+			size_t n = strlen(argv[i]);
+
+			add(&b, decode(argv[i], &n), n);
+		}
+		flush(q, &b);
+		free(b.body);
+		free(b.len);
+		free(b.off);
+	}
+	mq_close(q);
+	return mq_finish();
+}

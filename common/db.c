@@ -1,0 +1,352 @@
+/*
+ * db.c: finding, opening, creating and migrating the database, and
+ * transactions.
+ *
+ * Invariants:
+ * - The file is ours when PRAGMA application_id is MQ_APPID; its
+ *   user_version is the schema version.  An empty file (no tables) is new
+ *   and gets schema.sql.  Anything else is refused before a byte is written.
+ * - Creation and migration run inside BEGIN IMMEDIATE and check the version
+ *   again under the lock, so concurrent first writers create it once.
+ * - Every write transaction starts with BEGIN IMMEDIATE: a deferred one that
+ *   upgrades to a write can get SQLITE_BUSY that no busy timeout waits out.
+ *   Busy past the timeout (MQ_BUSY_TIMEOUT, default 5s) exits 75 with the
+ *   transaction rolled back, so nothing is half done.
+ * - The journal is WAL, synchronous FULL unless MQ_SYNC=normal: a COMMIT
+ *   that returned is on disk.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "schema.h"	/* schema_sql[], SCHEMA_VERSION: made from schema.sql */
+
+#define MQ_APPID	0x6D712020
+
+/*
+ * Upgrade steps: migrations[v - 1] takes a version v database to v + 1.
+ * A step may not be edited once released; add a new one.
+ */
+static const char *migrations[] = {
+	NULL,	/* placeholder so the array is never empty */
+};
+
+int
+mq_schema_version(void)
+{
+	return SCHEMA_VERSION;
+}
+
+static int
+status_of(int rc, int eno)
+{
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return MQ_EX_TEMPFAIL;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return MQ_EX_NOPERM;
+	case SQLITE_CANTOPEN:
+		if (eno == EACCES || eno == EPERM || eno == EROFS)
+			return MQ_EX_NOPERM;
+		if (eno == ENOENT || eno == ENOTDIR)
+			return MQ_EX_NOINPUT;
+		return MQ_EX_IOERR;
+	case SQLITE_IOERR:
+	case SQLITE_FULL:
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+	case SQLITE_PROTOCOL:
+		return MQ_EX_IOERR;
+	case SQLITE_TOOBIG:
+	case SQLITE_MISMATCH:
+		return MQ_EX_DATAERR;
+	case SQLITE_NOMEM:
+	default:
+		return MQ_EX_SOFTWARE;
+	}
+}
+
+void
+mq_dbdie(struct mq *q, const char *what)
+{
+	int rc = sqlite3_extended_errcode(q->db);
+	int eno = sqlite3_system_errno(q->db);
+	const char *msg = sqlite3_errmsg(q->db);
+
+	if ((rc & 0xff) == SQLITE_BUSY)
+		msg = "database is busy (locked by another process); try again";
+	if ((rc & 0xff) == SQLITE_CANTOPEN && eno)
+		msg = strerror(eno);
+	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->path, msg);
+}
+
+sqlite3_stmt *
+mq_stmt(struct mq *q, int slot, const char *sql)
+{
+	sqlite3_stmt *s = q->stmt[slot];
+
+	if (!s) {
+		if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+		    &s, NULL) != SQLITE_OK)
+			mq_dbdie(q, "cannot prepare statement");
+		q->stmt[slot] = s;
+	} else {
+		sqlite3_reset(s);
+		sqlite3_clear_bindings(s);
+	}
+	return s;
+}
+
+/* Steps once; returns SQLITE_ROW or SQLITE_DONE, dies otherwise. */
+int
+mq_step(struct mq *q, sqlite3_stmt *s, const char *what)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		sqlite3_reset(s);
+		mq_dbdie(q, what);
+	}
+	if (rc == SQLITE_DONE)
+		sqlite3_reset(s);
+	return rc;
+}
+
+static void
+exec(struct mq *q, const char *sql, const char *what)
+{
+	if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		mq_dbdie(q, what);
+}
+
+static int64_t
+pragma_int(struct mq *q, const char *sql)
+{
+	sqlite3_stmt *s;
+	int64_t v = 0;
+	int rc;
+
+	if (sqlite3_prepare_v2(q->db, sql, -1, &s, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot read database");
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		mq_dbdie(q, "cannot read database");
+	return v;
+}
+
+const char *
+mq_default_path(void)
+{
+	static char buf[PATH_MAX];
+	const char *env, *home;
+
+	if ((env = getenv("MQ_DB")) && *env)
+		return env;
+	if ((env = getenv("XDG_DATA_HOME")) && *env)
+		snprintf(buf, sizeof buf, "%s/mq/mq.db", env);
+	else if ((home = getenv("HOME")) && *home)
+		snprintf(buf, sizeof buf, "%s/.local/share/mq/mq.db", home);
+	else
+		mq_die(MQ_EX_USAGE, "no database: set MQ_DB or HOME, or use -d");
+	return buf;
+}
+
+/* mkdir -p for the directory of path */
+static void
+mkparents(const char *path)
+{
+	char *p = mq_strdup(path), *s;
+
+	for (s = p + 1; (s = strchr(s, '/')); s++) {
+		*s = '\0';
+		if (mkdir(p, 0777) < 0 && errno != EEXIST)
+			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
+			    "cannot create directory %s:", p);
+		*s = '/';
+	}
+	free(p);
+}
+
+static int64_t
+busy_timeout(void)
+{
+	const char *env = getenv("MQ_BUSY_TIMEOUT");
+	int64_t ms = 5000;
+
+	if (env && *env && mq_parse_duration(env, &ms) < 0)
+		mq_die(MQ_EX_USAGE, "invalid MQ_BUSY_TIMEOUT '%s': want a "
+		    "duration such as 5s", env);
+	return ms > INT_MAX ? INT_MAX : ms;
+}
+
+static void
+create_or_migrate(struct mq *q)
+{
+	int64_t v, tables;
+	int i;
+
+	mq_begin(q);
+	v = pragma_int(q, "PRAGMA user_version");
+	tables = pragma_int(q, "SELECT count(*) FROM sqlite_master");
+	if (v == 0 && tables == 0) {
+		exec(q, schema_sql, "cannot create schema");
+	} else {
+		for (i = (int)v; i < SCHEMA_VERSION; i++)
+			exec(q, migrations[i - 1], "cannot migrate schema");
+	}
+	if (v != SCHEMA_VERSION) {
+		char sql[64];
+
+		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
+		    SCHEMA_VERSION);
+		exec(q, sql, "cannot migrate schema");
+	}
+	mq_commit(q);
+}
+
+struct mq *
+mq_open(const char *path, int mode)
+{
+	struct mq *q = mq_alloc(sizeof *q);
+	struct stat st;
+	int64_t appid, v, tables;
+	int flags, rc;
+	const char *sync;
+
+	if (!path)
+		path = mq_default_path();
+	q->path = mq_strdup(path);
+	q->mode = mode;
+	if (stat(path, &st) < 0) {
+		if (errno != ENOENT)
+			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
+			    "cannot open database %s:", path);
+		if (mode == MQ_READ)
+			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
+			    "no such file", path);
+		mkparents(path);
+	} else if (!S_ISREG(st.st_mode)) {
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: not a regular "
+		    "file", path);
+	}
+
+	flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+	flags |= mode == MQ_WRITE ?
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+	rc = sqlite3_open_v2(path, &q->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		if (!q->db)
+			mq_die(MQ_EX_SOFTWARE, "cannot open database %s: out of "
+			    "memory", path);
+		mq_dbdie(q, "cannot open database");
+	}
+	sqlite3_extended_result_codes(q->db, 1);
+	sqlite3_busy_timeout(q->db, (int)busy_timeout());
+
+	appid = pragma_int(q, "PRAGMA application_id");
+	v = pragma_int(q, "PRAGMA user_version");
+	tables = pragma_int(q, "SELECT count(*) FROM sqlite_master");
+	if (appid != MQ_APPID && !(appid == 0 && v == 0 && tables == 0))
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: not an mq "
+		    "database (application_id %#llx)", path,
+		    (unsigned long long)appid);
+	if (v > SCHEMA_VERSION)
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: schema "
+		    "version %lld is newer than this mq (%d); upgrade mq",
+		    path, (long long)v, SCHEMA_VERSION);
+
+	sync = getenv("MQ_SYNC");
+	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
+		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",
+		    sync);
+	exec(q, sync && !strcmp(sync, "normal") ?
+	    "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
+	    "cannot set up database");
+	exec(q, "PRAGMA cache_size=-16384", "cannot set up database");
+
+	if (v < SCHEMA_VERSION) {
+		if (mode == MQ_READ && tables == 0)
+			mq_die(MQ_EX_NOINPUT, "database %s is empty", path);
+		if (mode == MQ_READ) {
+			/* an older file: upgrade it through a writable handle */
+			sqlite3_close(q->db);
+			free(q->path);
+			free(q);
+			mq_close(mq_open(path, MQ_WRITE));
+			return mq_open(path, MQ_READ);
+		}
+		if (tables == 0) {
+			/* journal_mode cannot change inside a transaction */
+			exec(q, "PRAGMA journal_mode=WAL", "cannot set WAL mode");
+		}
+		create_or_migrate(q);
+	}
+	return q;
+}
+
+void
+mq_close(struct mq *q)
+{
+	int i;
+
+	if (!q)
+		return;
+	for (i = 0; i < MQ_NSTMT; i++)
+		sqlite3_finalize(q->stmt[i]);
+	sqlite3_close(q->db);
+	free(q->path);
+	free(q);
+}
+
+const char *
+mq_path(struct mq *q)
+{
+	return q->path;
+}
+
+void
+mq_begin(struct mq *q)
+{
+	if (sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot start write");
+	q->in_tx = 1;
+}
+
+void
+mq_begin_read(struct mq *q)
+{
+	exec(q, "BEGIN", "cannot start read");
+	q->in_tx = 1;
+}
+
+void
+mq_commit(struct mq *q)
+{
+	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot commit");
+	q->in_tx = 0;
+}
+
+void
+mq_rollback(struct mq *q)
+{
+	if (q->in_tx)
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	q->in_tx = 0;
+}
+
+int64_t
+mq_data_version(struct mq *q)
+{
+	return pragma_int(q, "PRAGMA data_version");
+}

@@ -1,0 +1,26 @@
+/*
+ * db.h: private to the storage layer (db.c, store.c).  Nothing outside
+ * these two files may include sqlite3.h.
+ */
+#ifndef MQ_DB_H
+#define MQ_DB_H
+
+#include <sqlite3.h>
+
+#include "mq.h"
+
+#define MQ_NSTMT	64
+
+struct mq {
+	sqlite3		*db;
+	char		*path;
+	int		 mode;
+	int		 in_tx;
+	sqlite3_stmt	*stmt[MQ_NSTMT];
+};
+
+sqlite3_stmt *mq_stmt(struct mq *, int slot, const char *sql);
+void	 mq_dbdie(struct mq *, const char *what) __attribute__((noreturn));
+int	 mq_step(struct mq *, sqlite3_stmt *, const char *what);
+
+#endif

@@ -1,0 +1,291 @@
+/*
+ * exec.c: mq-recv's exec mode.  Runs a command per message, no shell, the
+ * body on its stdin and the metadata in MQ_* variables, up to `jobs` at
+ * once, and settles each delivery by the command's exit status:
+ * 0 acks, 65 (EX_DATAERR) dead-letters, anything else (or a signal) fails
+ * it for retry with the group's backoff.
+ *
+ * Invariants:
+ * - This process is registered as a consumer and its leases carry its id,
+ *   so if it dies its messages are released at once by the next consumer
+ *   on this host that looks (deliver.c, reap).
+ * - Leases are extended every third of the lease while handlers run.
+ * - The first SIGTERM or SIGINT stops claiming; running handlers finish
+ *   and are settled; exit 0.  A second one sends SIGTERM to the handlers,
+ *   releases what is still held (redelivered at once) and exits 130.
+ * - Handlers run in their own process group, so a Ctrl-C at the terminal
+ *   reaches mq-recv, which decides, and not the handlers directly.
+ * - The body reaches the handler through an unlinked temporary file, never
+ *   a pipe, so a handler that does not read its stdin cannot block us.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mq.h"
+
+volatile sig_atomic_t mq_stop;
+static int sigpipe[2] = { -1, -1 };
+
+static void
+on_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (sig != SIGCHLD)
+		mq_stop++;
+	if (sigpipe[1] >= 0)
+		(void)write(sigpipe[1], &c, 1);
+	errno = saved;
+}
+
+/* Catches SIGTERM and SIGINT (and SIGCHLD) into mq_stop and a self-pipe. */
+void
+mq_catch_stop(void)
+{
+	struct sigaction sa;
+
+	if (sigpipe[0] < 0 && pipe2(sigpipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot create pipe:");
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+}
+
+int
+mq_stop_fd(void)
+{
+	return sigpipe[0];
+}
+
+static void
+drain_signals(void)
+{
+	char buf[64];
+
+	while (read(sigpipe[0], buf, sizeof buf) > 0)
+		;
+}
+
+struct job {
+	pid_t		pid;
+	struct mq_msg	msg;
+};
+
+static int
+body_fd(const struct mq_msg *m)
+{
+	int fd = -1;
+	size_t done = 0;
+	ssize_t w;
+
+#ifdef MFD_CLOEXEC
+	fd = memfd_create("mq-body", MFD_CLOEXEC);
+#endif
+	if (fd < 0) {
+		char path[] = "/tmp/mq-body.XXXXXX";
+
+		if ((fd = mkostemp(path, O_CLOEXEC)) < 0)
+			mq_die(MQ_EX_IOERR, "cannot create temporary file:");
+		unlink(path);
+	}
+	while (done < m->len) {
+		if ((w = write(fd, m->body + done, m->len - done)) < 0) {
+			if (errno == EINTR)
+				continue;
+			mq_die(MQ_EX_IOERR, "cannot write temporary file:");
+		}
+		done += w;
+	}
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static void
+setenv_num(const char *name, long long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof buf, "%lld", v);
+	setenv(name, buf, 1);
+}
+
+static pid_t
+spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
+{
+	int fd = body_fd(m);
+	char ts[40];
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot fork:");
+	if (pid == 0) {
+		struct sigaction sa;
+
+		setpgid(0, 0);
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGCHLD, &sa, NULL);
+		if (dup2(fd, 0) < 0)
+			_exit(126);
+		setenv("MQ_TOPIC", c->topic, 1);
+		setenv("MQ_GROUP", c->group, 1);
+		setenv_num("MQ_OFFSET", m->off);
+		setenv("MQ_RECEIPT", m->receipt, 1);
+		setenv_num("MQ_ATTEMPT", m->attempt);
+		setenv("MQ_KEY", m->key ? m->key : "", 1);
+		mq_rfc3339(m->ts, ts, sizeof ts);
+		setenv("MQ_TIME", ts, 1);
+		execvp(x->argv[0], x->argv);
+		fprintf(stderr, "%s: cannot run %s: %s\n", mq_prog, x->argv[0],
+		    strerror(errno));
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	setpgid(pid, pid);	/* no race with the child's own call */
+	close(fd);
+	return pid;
+}
+
+static void
+settle_job(struct mq *q, struct job *j, int status)
+{
+	struct mq_receipt r;
+	struct mq_settle s;
+	char reason[64];
+	int rc;
+
+	memset(&s, 0, sizeof s);
+	if (mq_parse_receipt(j->msg.receipt, &r) < 0)
+		mq_die(MQ_EX_SOFTWARE, "bad receipt %s", j->msg.receipt);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		s.how = MQ_ACK;
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR) {
+		s.how = MQ_DEAD_LETTER;
+		s.reason = "rejected by handler (exit 65)";
+	} else {
+		s.how = MQ_FAIL;
+		s.delay = -1;
+		if (WIFEXITED(status))
+			snprintf(reason, sizeof reason, "handler exited %d",
+			    WEXITSTATUS(status));
+		else
+			snprintf(reason, sizeof reason, "handler killed by "
+			    "signal %d", WTERMSIG(status));
+		s.reason = reason;
+	}
+	mq_begin(q);
+	rc = mq_settle(q, &r, &s);
+	mq_commit(q);
+	if (rc == MQ_STALE || rc == MQ_UNKNOWN)
+		mq_warn("%s: lease was lost before the handler finished; "
+		    "not settled", j->msg.receipt);
+	mq_msg_free(&j->msg);
+	j->pid = 0;
+}
+
+static int
+reap_jobs(struct mq *q, struct job *jobs, int n)
+{
+	int i, status, running = 0;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (i = 0; i < n; i++)
+			if (jobs[i].pid == pid)
+				settle_job(q, &jobs[i], status);
+	for (i = 0; i < n; i++)
+		running += jobs[i].pid != 0;
+	return running;
+}
+
+int
+mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
+{
+	struct job *jobs = mq_array(NULL, x->jobs, sizeof *jobs);
+	struct mq_msg *msgs = mq_array(NULL, x->jobs, sizeof *msgs);
+	struct mq_waiter *w;
+	int64_t now, next_due, beat, lease, wake;
+	long taken = 0;
+	int i, k, running = 0, want, stopped = 0;
+
+	memset(jobs, 0, x->jobs * sizeof *jobs);
+	mq_catch_stop();
+	c->consumer = mq_consumer_join(q, c->topic, c->group, &lease);
+	if (c->lease)
+		lease = c->lease;
+	w = mq_waiter_new(q);
+	beat = mq_now() + lease / 3;
+	for (;;) {
+		drain_signals();
+		running = reap_jobs(q, jobs, x->jobs);
+		if (mq_stop >= 2)
+			break;
+		if (mq_stop)
+			stopped = 1;
+		if (stopped && running == 0)
+			break;
+		now = mq_now();
+		next_due = INT64_MAX;
+		want = x->jobs - running;
+		if (x->limit && want > x->limit - taken)
+			want = (int)(x->limit - taken);
+		if (!stopped && want > 0) {
+			k = mq_claim(q, c, msgs, want, &next_due);
+			for (i = 0; i < k; i++) {
+				int slot = 0;
+
+				while (jobs[slot].pid)
+					slot++;
+				jobs[slot].msg = msgs[i];
+				jobs[slot].pid = spawn(c, x, &msgs[i]);
+				running++;
+			}
+			taken += k;
+			if (k > 0)
+				continue;
+		}
+		if (running == 0 && ((x->limit && taken >= x->limit) ||
+		    (!x->follow && mq_now() >= x->until)))
+			break;
+		if (now >= beat) {
+			mq_consumer_heartbeat(q, c->consumer,
+			    running ? now + lease : 0);
+			beat = now + lease / 3;
+		}
+		wake = beat;
+		if (next_due < wake)
+			wake = next_due;
+		if (!x->follow && running == 0 && x->until < wake)
+			wake = x->until;
+		if (wake > mq_now() + 1000)
+			wake = mq_now() + 1000;	/* look for dead consumers */
+		mq_wait(w, wake, sigpipe[0]);
+	}
+	if (mq_stop >= 2) {
+		for (i = 0; i < x->jobs; i++)
+			if (jobs[i].pid)
+				kill(-jobs[i].pid, SIGTERM);
+	}
+	mq_consumer_leave(q, c->consumer);
+	mq_waiter_free(w);
+	for (i = 0; i < x->jobs; i++)
+		mq_msg_free(&jobs[i].msg);
+	free(jobs);
+	free(msgs);
+	if (mq_stop >= 2)
+		return 130;
+	return taken || mq_stop ? 0 : MQ_EX_NONE;
+}

@@ -1,0 +1,289 @@
+/*
+ * out.c: how messages are written: C-style escapes that keep any body on
+ * one line, NUL-terminated records, JSON lines, % format strings.
+ *
+ * The escape is the inverse of mq_unescape (strunvis(3)): printable ASCII
+ * and valid UTF-8 pass through, backslash is doubled, \t \n \r \0 and the
+ * other control or invalid bytes become C escapes (\ooo octal), so
+ * `mq-send -e` stores exactly the bytes `mq-recv` printed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#define LIBBSD_OPENBSD_VIS	/* the strunvis(3) of OpenBSD and NetBSD alike */
+#include <vis.h>
+
+#include "mq.h"
+
+/* Length of the valid UTF-8 sequence at p (no overlongs, surrogates), or 0. */
+static size_t
+utf8_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t len, i;
+	unsigned cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, cp = c & 0x07;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+int
+mq_utf8_valid(const unsigned char *p, size_t n)
+{
+	size_t i = 0, k;
+
+	while (i < n) {
+		if (!(k = utf8_len(p + i, n - i)))
+			return 0;
+		i += k;
+	}
+	return 1;
+}
+
+void
+mq_escape(FILE *f, const unsigned char *p, size_t n)
+{
+	size_t i = 0, k;
+	unsigned c;
+
+	while (i < n) {
+		c = p[i];
+		if (c >= 0x80 && (k = utf8_len(p + i, n - i)) > 1) {
+			fwrite(p + i, 1, k, f);
+			i += k;
+			continue;
+		}
+		switch (c) {
+		case '\\': fputs("\\\\", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\t': fputs("\\t", f); break;
+		case '\r': fputs("\\r", f); break;
+		default:
+			if (c >= 0x20 && c < 0x7f)
+				putc(c, f);
+			else
+				fprintf(f, "\\%03o", c);
+		}
+		i++;
+	}
+}
+
+/* Decodes C-style escapes in place (strunvis); returns the new length. */
+size_t
+mq_unescape(char *s)
+{
+	char *tmp = mq_strdup(s);
+	int n = strunvis(s, tmp);
+
+	free(tmp);
+	if (n < 0)
+		return (size_t)-1;
+	return (size_t)n;
+}
+
+void
+mq_json_str(FILE *f, const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	putc('"', f);
+	for (i = 0; i < n; i++) {
+		unsigned c = p[i];
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c == '\t')
+			fputs("\\t", f);
+		else if (c == '\r')
+			fputs("\\r", f);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			putc(c, f);
+	}
+	putc('"', f);
+}
+
+void
+mq_base64(FILE *f, const unsigned char *p, size_t n)
+{
+	static const char b64[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t i;
+	unsigned v;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		v = p[i] << 16 | p[i + 1] << 8 | p[i + 2];
+		putc(b64[v >> 18], f);
+		putc(b64[v >> 12 & 63], f);
+		putc(b64[v >> 6 & 63], f);
+		putc(b64[v & 63], f);
+	}
+	if (n - i == 1) {
+		v = p[i] << 16;
+		fprintf(f, "%c%c==", b64[v >> 18], b64[v >> 12 & 63]);
+	} else if (n - i == 2) {
+		v = p[i] << 16 | p[i + 1] << 8;
+		fprintf(f, "%c%c%c=", b64[v >> 18], b64[v >> 12 & 63],
+		    b64[v >> 6 & 63]);
+	}
+}
+
+void
+mq_rfc3339(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char tmp[32];
+
+	gmtime_r(&t, &tm);
+	strftime(tmp, sizeof tmp, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%03dZ", tmp, (int)(ms % 1000));
+}
+
+static void
+json_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
+{
+	char ts[40];
+
+	mq_rfc3339(m->ts, ts, sizeof ts);
+	fputs("{\"topic\":", f);
+	mq_json_str(f, (const unsigned char *)o->topic, strlen(o->topic));
+	if (o->group) {
+		fputs(",\"group\":", f);
+		mq_json_str(f, (const unsigned char *)o->group, strlen(o->group));
+	}
+	fprintf(f, ",\"offset\":%lld", (long long)m->off);
+	if (m->receipt[0])
+		fprintf(f, ",\"receipt\":\"%s\",\"attempt\":%d", m->receipt,
+		    m->attempt);
+	fprintf(f, ",\"time\":\"%s\",\"epoch_ms\":%lld", ts, (long long)m->ts);
+	if (m->due > m->ts)
+		fprintf(f, ",\"due_ms\":%lld", (long long)m->due);
+	fputs(",\"key\":", f);
+	if (m->key)
+		mq_json_str(f, (const unsigned char *)m->key, strlen(m->key));
+	else
+		fputs("null", f);
+	fprintf(f, ",\"size\":%zu", m->len);
+	if (mq_utf8_valid(m->body, m->len)) {
+		fputs(",\"body\":", f);
+		mq_json_str(f, m->body, m->len);
+	} else {
+		fputs(",\"body\":\"", f);
+		mq_base64(f, m->body, m->len);
+		fputs("\",\"base64\":true", f);
+	}
+	fputs("}\n", f);
+}
+
+/*
+ * Format directives: %o offset, %r receipt, %k key, %a attempt, %t time
+ * (RFC 3339), %e time (epoch seconds), %T topic, %g group, %s size,
+ * %b body escaped, %B body raw, %% a percent sign; \n \t \0 \\ escapes.
+ */
+static const char directives[] = "orkateTgsbB%";
+
+int
+mq_check_format(const char *fmt)
+{
+	for (; *fmt; fmt++) {
+		if (*fmt == '%' && (!fmt[1] || !strchr(directives, *++fmt)))
+			return -1;
+		if (*fmt == '\\' && (!fmt[1] || !strchr("nt0\\", *++fmt)))
+			return -1;
+	}
+	return 0;
+}
+
+static void
+format_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
+{
+	const char *p;
+	char ts[40];
+
+	for (p = o->format; *p; p++) {
+		if (*p == '\\') {
+			p++;
+			putc(*p == 'n' ? '\n' : *p == 't' ? '\t' :
+			    *p == '0' ? '\0' : '\\', f);
+			continue;
+		}
+		if (*p != '%') {
+			putc(*p, f);
+			continue;
+		}
+		switch (*++p) {
+		case 'o': fprintf(f, "%lld", (long long)m->off); break;
+		case 'r': fputs(m->receipt, f); break;
+		case 'k': if (m->key) mq_escape(f, (const unsigned char *)m->key,
+			      strlen(m->key));
+			  break;
+		case 'a': fprintf(f, "%d", m->attempt); break;
+		case 't': mq_rfc3339(m->ts, ts, sizeof ts); fputs(ts, f); break;
+		case 'e': fprintf(f, "%lld", (long long)(m->ts / 1000)); break;
+		case 'T': fputs(o->topic, f); break;
+		case 'g': fputs(o->group ? o->group : "", f); break;
+		case 's': fprintf(f, "%zu", m->len); break;
+		case 'b': mq_escape(f, m->body, m->len); break;
+		case 'B': fwrite(m->body, 1, m->len, f); break;
+		case '%': putc('%', f); break;
+		}
+	}
+}
+
+void
+mq_out_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
+{
+	switch (o->mode) {
+	case MQ_OUT_JSON:
+		json_msg(f, o, m);
+		break;
+	case MQ_OUT_FORMAT:
+		format_msg(f, o, m);
+		break;
+	case MQ_OUT_NUL:
+		if (o->with_receipt) {
+			fputs(m->receipt[0] ? m->receipt : "", f);
+			putc('\t', f);
+		}
+		fwrite(m->body, 1, m->len, f);
+		putc('\0', f);
+		break;
+	case MQ_OUT_BODY:
+		mq_escape(f, m->body, m->len);
+		putc('\n', f);
+		break;
+	default:
+		if (o->with_receipt) {
+			if (m->receipt[0])
+				fputs(m->receipt, f);
+			else
+				fprintf(f, "%lld", (long long)m->off);
+			putc('\t', f);
+		}
+		mq_escape(f, m->body, m->len);
+		putc('\n', f);
+	}
+}

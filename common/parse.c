@@ -1,0 +1,324 @@
+/*
+ * parse.c: durations, times, names, numbers, backoff lists and receipts.
+ *
+ * Parsers return 0 or -1 and never print; the *_arg wrappers are for
+ * command-line operands and die with a usage (64) or data (65) status.
+ * Durations and times are int64 milliseconds; a time is since the epoch.
+ *
+ * A receipt is one shell-safe word, TOPIC:GROUP:OFFSET:ATTEMPT:TOKEN, with
+ * TOKEN eight hex digits drawn at delivery.  Names cannot hold ':', so the
+ * word splits without ambiguity.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mq.h"
+
+int64_t
+mq_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Digits only, no sign, no overflow. */
+static int
+digits(const char **sp, int64_t *v)
+{
+	const char *s = *sp;
+	int64_t n = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	for (; isdigit((unsigned char)*s); s++) {
+		if (n > (INT64_MAX - 9) / 10)
+			return -1;
+		n = n * 10 + (*s - '0');
+	}
+	*sp = s;
+	*v = n;
+	return 0;
+}
+
+/*
+ * "250ms", "30s", "5m", "2h", "7d", "1w", "1h30m"; a bare number is
+ * seconds.
+ */
+int
+mq_parse_duration(const char *s, int64_t *ms)
+{
+	static const struct { const char *u; int64_t ms; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+		{ "d", 86400000 }, { "w", 604800000 },
+	};
+	int64_t total = 0, n, mul;
+	size_t i, len;
+
+	if (!*s)
+		return -1;
+	while (*s) {
+		if (digits(&s, &n) < 0)
+			return -1;
+		mul = 1000;
+		if (*s) {
+			mul = 0;
+			for (i = 0; i < sizeof units / sizeof *units; i++) {
+				len = strlen(units[i].u);
+				if (!strncmp(s, units[i].u, len) &&
+				    !isalpha((unsigned char)s[len])) {
+					mul = units[i].ms;
+					s += len;
+					break;
+				}
+			}
+			if (!mul)
+				return -1;
+		}
+		if (n > (INT64_MAX / 4 - total) / mul)
+			return -1;
+		total += n * mul;
+	}
+	*ms = total;
+	return 0;
+}
+
+void
+mq_format_duration(int64_t ms, char *buf, size_t len)
+{
+	if (ms % 86400000 == 0 && ms >= 86400000)
+		snprintf(buf, len, "%" PRId64 "d", ms / 86400000);
+	else if (ms % 3600000 == 0 && ms >= 3600000)
+		snprintf(buf, len, "%" PRId64 "h", ms / 3600000);
+	else if (ms % 60000 == 0 && ms >= 60000)
+		snprintf(buf, len, "%" PRId64 "m", ms / 60000);
+	else if (ms % 1000 == 0)
+		snprintf(buf, len, "%" PRId64 "s", ms / 1000);
+	else
+		snprintf(buf, len, "%" PRId64 "ms", ms);
+}
+
+/*
+ * ISO 8601 ("2026-11-21T10:00:00Z", "2026-11-21 10:00:00.250+01:00",
+ * "2026-11-21", local time without a zone), "@EPOCH" (seconds), or a
+ * duration meaning that long before now.
+ */
+int
+mq_parse_time(const char *s, int64_t now, int64_t *ms)
+{
+	static const char *forms[] = {
+		"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S",
+		"%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d",
+	};
+	struct tm tm;
+	const char *p = NULL;
+	int64_t v, frac = 0, off = 0;
+	time_t t;
+	size_t i;
+	int zone = 0, ndig;
+
+	if (*s == '@') {
+		s++;
+		if (digits(&s, &v) < 0 || *s || v > INT64_MAX / 1000)
+			return -1;
+		*ms = v * 1000;
+		return 0;
+	}
+	if (!mq_parse_duration(s, &v)) {
+		*ms = now - v;
+		return 0;
+	}
+	for (i = 0; i < sizeof forms / sizeof *forms; i++) {
+		memset(&tm, 0, sizeof tm);
+		if ((p = strptime(s, forms[i], &tm)))
+			break;
+	}
+	if (!p)
+		return -1;
+	if (*p == '.' || *p == ',') {
+		p++;
+		for (ndig = 0; isdigit((unsigned char)*p); p++, ndig++)
+			if (ndig < 3)
+				frac = frac * 10 + (*p - '0');
+		if (ndig == 0)
+			return -1;
+		for (; ndig < 3; ndig++)
+			frac *= 10;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		zone = 1;
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p == '-' ? -1 : 1, hh, mm = 0;
+
+		p++;
+		if (!isdigit((unsigned char)p[0]) || !isdigit((unsigned char)p[1]))
+			return -1;
+		hh = (p[0] - '0') * 10 + (p[1] - '0');
+		p += 2;
+		if (*p == ':')
+			p++;
+		if (isdigit((unsigned char)p[0]) && isdigit((unsigned char)p[1])) {
+			mm = (p[0] - '0') * 10 + (p[1] - '0');
+			p += 2;
+		}
+		if (hh > 23 || mm > 59)
+			return -1;
+		zone = 1;
+		off = sign * (hh * 3600 + mm * 60);
+	}
+	if (*p)
+		return -1;
+	if (zone) {
+		t = timegm(&tm);
+		t -= off;
+	} else {
+		tm.tm_isdst = -1;
+		t = mktime(&tm);
+	}
+	if (t == (time_t)-1 && errno == EOVERFLOW)
+		return -1;
+	*ms = (int64_t)t * 1000 + frac;
+	return 0;
+}
+
+/* 1-128 of [A-Za-z0-9._-], not starting with '-' or '.'. */
+int
+mq_valid_name(const char *s)
+{
+	size_t n;
+
+	if (!*s || *s == '-' || *s == '.')
+		return 0;
+	for (n = 0; s[n]; n++)
+		if (n >= MQ_NAME_MAX || !(isalnum((unsigned char)s[n]) ||
+		    s[n] == '.' || s[n] == '_' || s[n] == '-'))
+			return 0;
+	return 1;
+}
+
+const char *
+mq_name_arg(const char *s, const char *what)
+{
+	if (!mq_valid_name(s))
+		mq_die(MQ_EX_USAGE, "invalid %s name '%.*s': use 1-%d of "
+		    "A-Z a-z 0-9 . _ -, not starting with - or .", what,
+		    MQ_NAME_MAX + 8, s, MQ_NAME_MAX);
+	return s;
+}
+
+int64_t
+mq_duration_arg(const char *s, const char *what)
+{
+	int64_t ms;
+
+	if (mq_parse_duration(s, &ms) < 0)
+		mq_die(MQ_EX_USAGE, "invalid %s '%s': want a duration such as "
+		    "250ms, 30s, 5m, 2h or 7d", what, s);
+	return ms;
+}
+
+int64_t
+mq_time_arg(const char *s, const char *what)
+{
+	int64_t ms;
+
+	if (mq_parse_time(s, mq_now(), &ms) < 0)
+		mq_die(MQ_EX_DATAERR, "invalid %s '%s': want ISO 8601 "
+		    "(2026-11-21T10:00:00Z), @EPOCH or a duration ago", what, s);
+	return ms;
+}
+
+long long
+mq_num_arg(const char *s, long long min, long long max, const char *what)
+{
+	const char *errstr;
+	long long n;
+
+	n = strtonum(s, min, max, &errstr);
+	if (errstr)
+		mq_die(MQ_EX_USAGE, "invalid %s '%s': %s", what, s, errstr);
+	return n;
+}
+
+/* A backoff schedule: durations separated by spaces or commas. */
+int
+mq_parse_backoff(const char *s, int64_t **steps, int *n)
+{
+	char *copy = mq_strdup(s), *tok, *save = NULL;
+	int64_t *v = NULL;
+	int k = 0;
+
+	for (tok = strtok_r(copy, " ,\t", &save); tok;
+	    tok = strtok_r(NULL, " ,\t", &save)) {
+		v = mq_array(v, k + 1, sizeof *v);
+		if (mq_parse_duration(tok, &v[k]) < 0 || k >= 100) {
+			free(v);
+			free(copy);
+			return -1;
+		}
+		k++;
+	}
+	free(copy);
+	if (k == 0) {
+		free(v);
+		return -1;
+	}
+	if (steps)
+		*steps = v;
+	else
+		free(v);
+	if (n)
+		*n = k;
+	return 0;
+}
+
+void
+mq_format_receipt(char *buf, size_t len, const char *topic, const char *group,
+    int64_t off, int attempt, uint32_t token)
+{
+	snprintf(buf, len, "%s:%s:%" PRId64 ":%d:%08" PRIx32, topic, group,
+	    off, attempt, token);
+}
+
+static int
+field(const char **sp, char *out)
+{
+	const char *s = *sp, *e = strchr(s, ':');
+
+	if (!e || e - s > MQ_NAME_MAX)
+		return -1;
+	memcpy(out, s, e - s);
+	out[e - s] = '\0';
+	*sp = e + 1;
+	return mq_valid_name(out) ? 0 : -1;
+}
+
+int
+mq_parse_receipt(const char *s, struct mq_receipt *r)
+{
+	int64_t v;
+	char *end;
+	unsigned long tok;
+
+	if (field(&s, r->topic) < 0 || field(&s, r->group) < 0)
+		return -1;
+	if (digits(&s, &r->off) < 0 || r->off < 1 || *s++ != ':')
+		return -1;
+	if (digits(&s, &v) < 0 || v < 1 || v > 1000000 || *s++ != ':')
+		return -1;
+	r->attempt = (int)v;
+	if (strlen(s) != 8 || !isxdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	tok = strtoul(s, &end, 16);
+	if (*end || errno)
+		return -1;
+	r->token = (uint32_t)tok;
+	return 0;
+}

@@ -1,0 +1,727 @@
+/*
+ * store.c: the storage layer.  Every SQL statement of mq is in this file
+ * (and the schema and pragmas in db.c); the rest of the library and the
+ * programs see only the C functions below, so another backend can stand
+ * behind the same interface.
+ *
+ * Invariants:
+ * - Functions that write assume the caller holds the write lock
+ *   (mq_begin); they never begin or commit themselves.
+ * - topic.next_off, msgs, bytes and last_ts change only through
+ *   mq_store_append and mq_topic_save_counts under that lock, so offsets are
+ *   dense and unique whatever the number of writers.
+ * - A statement is prepared once per connection and reset before reuse
+ *   (mq_stmt); strings returned are the caller's to free.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+
+enum {
+	S_TOPIC_GET, S_TOPIC_ADD, S_TOPIC_SAVE, S_TOPIC_EACH, S_TOPIC_COUNT,
+	S_GROUP_GET, S_GROUP_ADD, S_GROUP_SAVE, S_GROUP_EACH, S_FIRST_OFF,
+	S_APPEND, S_DUE, S_DUE_ORDERED, S_NEW, S_KEY_BUSY, S_DLV_GET,
+	S_DLV_PUT, S_DLV_DEL, S_MSG, S_HISTORY, S_CONS_ADD, S_CONS_DEL,
+	S_CONS_SEEN, S_CONS_ON, S_RELEASE_HIST, S_RELEASE, S_EXTEND_CONS, S_NEXT_DUE,
+	S_TOPIC_SET, S_GSTATS, S_GSTATS_OLDEST, S_GCOUNT,
+	S_LAST
+};
+
+_Static_assert(S_LAST <= MQ_NSTMT, "too many statements for struct mq");
+
+static char *
+col_text(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	return t ? mq_memdup(t, sqlite3_column_bytes(s, i)) : NULL;
+}
+
+static void
+col_copy(sqlite3_stmt *s, int i, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+/* topics */
+
+#define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
+	"coalesce(retention, -1), dedup_window, max_size"
+
+static void
+topic_row(sqlite3_stmt *s, struct mq_topic *t)
+{
+	t->id = sqlite3_column_int64(s, 0);
+	col_copy(s, 1, t->name, sizeof t->name);
+	t->created = sqlite3_column_int64(s, 2);
+	t->next_off = sqlite3_column_int64(s, 3);
+	t->last_ts = sqlite3_column_int64(s, 4);
+	t->msgs = sqlite3_column_int64(s, 5);
+	t->bytes = sqlite3_column_int64(s, 6);
+	t->retention = sqlite3_column_int64(s, 7);
+	t->dedup_window = sqlite3_column_int64(s, 8);
+	t->max_size = sqlite3_column_int64(s, 9);
+}
+
+int
+mq_topic_get(struct mq *q, const char *name, struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_GET,
+	    "SELECT " TOPIC_COLS " FROM topic WHERE name = ?");
+	int found;
+
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	if ((found = mq_step(q, s, "cannot read topic") == SQLITE_ROW))
+		topic_row(s, t);
+	sqlite3_reset(s);
+	return found;
+}
+
+void
+mq_topic_ensure(struct mq *q, const char *name, struct mq_topic *t)
+{
+	sqlite3_stmt *s;
+
+	if (mq_topic_get(q, name, t))
+		return;
+	s = mq_stmt(q, S_TOPIC_ADD,
+	    "INSERT INTO topic (name, created) VALUES (?, ?)");
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, mq_now());
+	mq_step(q, s, "cannot create topic");
+	if (!mq_topic_get(q, name, t))
+		mq_die(MQ_EX_SOFTWARE, "topic %s vanished", name);
+}
+
+void
+mq_topic_save_counts(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_SAVE,
+	    "UPDATE topic SET next_off = ?, last_ts = ?, msgs = ?, bytes = ? "
+	    "WHERE id = ?");
+
+	sqlite3_bind_int64(s, 1, t->next_off);
+	sqlite3_bind_int64(s, 2, t->last_ts);
+	sqlite3_bind_int64(s, 3, t->msgs);
+	sqlite3_bind_int64(s, 4, t->bytes);
+	sqlite3_bind_int64(s, 5, t->id);
+	mq_step(q, s, "cannot update topic");
+}
+
+int64_t
+mq_topic_count(struct mq *q)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_COUNT,
+	    "SELECT count(*) FROM topic");
+	int64_t n = 0;
+
+	if (mq_step(q, s, "cannot read topics") == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return n;
+}
+
+void
+mq_topic_each(struct mq *q, void (*fn)(const struct mq_topic *, void *),
+    void *arg)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_EACH,
+	    "SELECT " TOPIC_COLS " FROM topic ORDER BY name");
+	struct mq_topic t;
+
+	while (mq_step(q, s, "cannot read topics") == SQLITE_ROW) {
+		topic_row(s, &t);
+		fn(&t, arg);
+	}
+}
+
+/* groups */
+
+#define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
+	"backoff, ordered, settled"
+
+static void
+group_row(sqlite3_stmt *s, struct mq_group *g)
+{
+	g->id = sqlite3_column_int64(s, 0);
+	g->topic = sqlite3_column_int64(s, 1);
+	col_copy(s, 2, g->name, sizeof g->name);
+	g->created = sqlite3_column_int64(s, 3);
+	g->pos = sqlite3_column_int64(s, 4);
+	g->lease = sqlite3_column_int64(s, 5);
+	g->max_attempts = sqlite3_column_int(s, 6);
+	col_copy(s, 7, g->backoff, sizeof g->backoff);
+	g->ordered = sqlite3_column_int(s, 8);
+	g->settled = sqlite3_column_int64(s, 9);
+}
+
+int
+mq_group_get(struct mq *q, const struct mq_topic *t, const char *name,
+    struct mq_group *g)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_GROUP_GET,
+	    "SELECT " GROUP_COLS " FROM grp WHERE topic = ? AND name = ?");
+	int found;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+	if ((found = mq_step(q, s, "cannot read group") == SQLITE_ROW))
+		group_row(s, g);
+	sqlite3_reset(s);
+	return found;
+}
+
+/* The lowest stored offset of a topic, or next_off when it is empty. */
+static int64_t
+first_off(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_FIRST_OFF,
+	    "SELECT min(off) FROM msg WHERE topic = ?");
+	int64_t off = t->next_off;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		off = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return off;
+}
+
+void
+mq_group_create(struct mq *q, const struct mq_topic *t, const char *name,
+    int latest, struct mq_group *g)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_GROUP_ADD,
+	    "INSERT INTO grp (topic, name, created, pos) VALUES (?, ?, ?, ?)");
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, mq_now());
+	sqlite3_bind_int64(s, 4, latest ? t->next_off : first_off(q, t));
+	mq_step(q, s, "cannot create group");
+	if (!mq_group_get(q, t, name, g))
+		mq_die(MQ_EX_SOFTWARE, "group %s vanished", name);
+}
+
+void
+mq_group_save(struct mq *q, const struct mq_group *g)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_GROUP_SAVE,
+	    "UPDATE grp SET pos = ?, lease = ?, max_attempts = ?, backoff = ?, "
+	    "ordered = ?, settled = ? WHERE id = ?");
+
+	sqlite3_bind_int64(s, 1, g->pos);
+	sqlite3_bind_int64(s, 2, g->lease);
+	sqlite3_bind_int(s, 3, g->max_attempts);
+	sqlite3_bind_text(s, 4, g->backoff, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 5, g->ordered);
+	sqlite3_bind_int64(s, 6, g->settled);
+	sqlite3_bind_int64(s, 7, g->id);
+	mq_step(q, s, "cannot update group");
+}
+
+void
+mq_group_each(struct mq *q, const struct mq_topic *t,
+    void (*fn)(const struct mq_group *, void *), void *arg)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_GROUP_EACH,
+	    "SELECT " GROUP_COLS " FROM grp WHERE topic = ? ORDER BY name");
+	struct mq_group g;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	while (mq_step(q, s, "cannot read groups") == SQLITE_ROW) {
+		group_row(s, &g);
+		fn(&g, arg);
+	}
+}
+
+/* messages */
+
+int64_t
+mq_store_append(struct mq *q, struct mq_topic *t, int64_t now, int64_t due,
+    const char *key, const void *body, size_t len)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_APPEND,
+	    "INSERT INTO msg (topic, off, ts, due, key, body) "
+	    "VALUES (?, ?, ?, ?, ?, ?)");
+	int64_t off = t->next_off, ts = now > t->last_ts ? now : t->last_ts;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, off);
+	sqlite3_bind_int64(s, 3, ts);
+	sqlite3_bind_int64(s, 4, due > ts ? due : ts);
+	if (key)
+		sqlite3_bind_text(s, 5, key, -1, SQLITE_STATIC);
+	sqlite3_bind_blob64(s, 6, len ? body : "", len, SQLITE_STATIC);
+	mq_step(q, s, "cannot store message");
+	t->next_off = off + 1;
+	t->last_ts = ts;
+	t->msgs++;
+	t->bytes += len;
+	return off;
+}
+
+int
+mq_store_msg(struct mq *q, int64_t topic, int64_t off, struct mq_msg *m)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_MSG,
+	    "SELECT ts, due, key, body FROM msg WHERE topic = ? AND off = ?");
+	int found;
+
+	sqlite3_bind_int64(s, 1, topic);
+	sqlite3_bind_int64(s, 2, off);
+	if ((found = mq_step(q, s, "cannot read message") == SQLITE_ROW)) {
+		m->off = off;
+		m->ts = sqlite3_column_int64(s, 0);
+		m->due = sqlite3_column_int64(s, 1);
+		m->key = col_text(s, 2);
+		m->len = sqlite3_column_bytes(s, 3);
+		m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, 3),
+		    m->len);
+	}
+	sqlite3_reset(s);
+	return found;
+}
+
+void
+mq_msg_free(struct mq_msg *m)
+{
+	free(m->key);
+	free(m->body);
+	m->key = NULL;
+	m->body = NULL;
+}
+
+/* deliveries */
+
+#define DLV_COLS "grp, off, state, due, attempt, expired, token, " \
+	"coalesce(consumer, 0), key"
+
+static void
+dlv_row(sqlite3_stmt *s, struct mq_delivery *d)
+{
+	d->grp = sqlite3_column_int64(s, 0);
+	d->off = sqlite3_column_int64(s, 1);
+	d->state = sqlite3_column_int(s, 2);
+	d->due = sqlite3_column_int64(s, 3);
+	d->attempt = sqlite3_column_int(s, 4);
+	d->expired = sqlite3_column_int(s, 5);
+	d->token = (uint32_t)sqlite3_column_int64(s, 6);
+	d->consumer = sqlite3_column_int64(s, 7);
+	d->key = col_text(s, 8);
+}
+
+void
+mq_delivery_free(struct mq_delivery *d)
+{
+	free(d->key);
+	d->key = NULL;
+}
+
+/*
+ * Deliveries of a group that are due: waiting ones whose time came and
+ * leases that ran out.  In an ordered group a keyed delivery is due only
+ * when no earlier unsettled delivery has its key.
+ */
+int
+mq_store_due(struct mq *q, const struct mq_group *g, int64_t now,
+    struct mq_delivery *out, int max)
+{
+	sqlite3_stmt *s;
+	int n = 0;
+
+	if (g->ordered)
+		s = mq_stmt(q, S_DUE_ORDERED,
+		    "SELECT " DLV_COLS " FROM delivery d "
+		    "WHERE grp = ?1 AND state < 2 AND due <= ?2 AND (key IS NULL "
+		    "OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
+		    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
+		    "ORDER BY due, off LIMIT ?3");
+	else
+		s = mq_stmt(q, S_DUE,
+		    "SELECT " DLV_COLS " FROM delivery "
+		    "WHERE grp = ?1 AND state < 2 AND due <= ?2 "
+		    "ORDER BY due, off LIMIT ?3");
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int(s, 3, max);
+	while (n < max && mq_step(q, s, "cannot read deliveries") == SQLITE_ROW)
+		dlv_row(s, &out[n++]);
+	sqlite3_reset(s);
+	return n;
+}
+
+/* Messages from offset `from` on, as fresh deliveries (state -1). */
+int
+mq_store_new(struct mq *q, const struct mq_group *g, int64_t from,
+    int64_t upto, struct mq_delivery *out, int max)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_NEW,
+	    "SELECT off, due, key FROM msg WHERE topic = ? AND off >= ? "
+	    "AND off < ? ORDER BY off LIMIT ?");
+	int n = 0;
+
+	sqlite3_bind_int64(s, 1, g->topic);
+	sqlite3_bind_int64(s, 2, from);
+	sqlite3_bind_int64(s, 3, upto);
+	sqlite3_bind_int(s, 4, max);
+	while (n < max && mq_step(q, s, "cannot read messages") == SQLITE_ROW) {
+		memset(&out[n], 0, sizeof out[n]);
+		out[n].grp = g->id;
+		out[n].off = sqlite3_column_int64(s, 0);
+		out[n].due = sqlite3_column_int64(s, 1);
+		out[n].key = col_text(s, 2);
+		out[n].state = -1;
+		n++;
+	}
+	sqlite3_reset(s);
+	return n;
+}
+
+/*
+ * The next moment after `now` a waiting delivery or a lease of the group
+ * falls due.  Rows due already but not claimable wait behind their key and
+ * move only when another delivery settles, which is a commit.
+ */
+int64_t
+mq_store_next_due(struct mq *q, const struct mq_group *g, int64_t now)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_NEXT_DUE,
+	    "SELECT min(due) FROM delivery WHERE grp = ? AND state < 2 "
+	    "AND due > ?");
+	int64_t due = INT64_MAX;
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, now);
+	if (mq_step(q, s, "cannot read deliveries") == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		due = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return due;
+}
+
+int
+mq_store_key_busy(struct mq *q, const struct mq_group *g, const char *key)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_KEY_BUSY,
+	    "SELECT 1 FROM delivery WHERE grp = ? AND key = ? AND state < 2 "
+	    "LIMIT 1");
+	int busy;
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	busy = mq_step(q, s, "cannot read deliveries") == SQLITE_ROW;
+	sqlite3_reset(s);
+	return busy;
+}
+
+int
+mq_store_delivery_get(struct mq *q, int64_t grp, int64_t off,
+    struct mq_delivery *d)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_DLV_GET,
+	    "SELECT " DLV_COLS " FROM delivery WHERE grp = ? AND off = ?");
+	int found;
+
+	sqlite3_bind_int64(s, 1, grp);
+	sqlite3_bind_int64(s, 2, off);
+	if ((found = mq_step(q, s, "cannot read delivery") == SQLITE_ROW))
+		dlv_row(s, d);
+	sqlite3_reset(s);
+	return found;
+}
+
+void
+mq_store_delivery_put(struct mq *q, const struct mq_delivery *d,
+    const char *reason)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_DLV_PUT,
+	    "INSERT OR REPLACE INTO delivery (grp, off, state, due, attempt, "
+	    "expired, token, consumer, key, reason) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+
+	sqlite3_bind_int64(s, 1, d->grp);
+	sqlite3_bind_int64(s, 2, d->off);
+	sqlite3_bind_int(s, 3, d->state);
+	sqlite3_bind_int64(s, 4, d->due);
+	sqlite3_bind_int(s, 5, d->attempt);
+	sqlite3_bind_int(s, 6, d->expired);
+	sqlite3_bind_int64(s, 7, d->token);
+	if (d->consumer)
+		sqlite3_bind_int64(s, 8, d->consumer);
+	if (d->key)
+		sqlite3_bind_text(s, 9, d->key, -1, SQLITE_STATIC);
+	if (reason)
+		sqlite3_bind_text(s, 10, reason, -1, SQLITE_STATIC);
+	mq_step(q, s, "cannot store delivery");
+}
+
+void
+mq_store_delivery_del(struct mq *q, int64_t grp, int64_t off)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_DLV_DEL,
+	    "DELETE FROM delivery WHERE grp = ? AND off = ?");
+
+	sqlite3_bind_int64(s, 1, grp);
+	sqlite3_bind_int64(s, 2, off);
+	mq_step(q, s, "cannot delete delivery");
+}
+
+void
+mq_store_history(struct mq *q, int64_t grp, int64_t off, int attempt,
+    const char *event, int64_t consumer, const char *reason)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_HISTORY,
+	    "INSERT INTO history (grp, off, ts, attempt, event, host, pid, "
+	    "reason) VALUES (?1, ?2, ?3, ?4, ?5, "
+	    "coalesce((SELECT host FROM consumer WHERE id = ?6), ?7), "
+	    "coalesce((SELECT pid FROM consumer WHERE id = ?6), ?8), ?9)");
+
+	sqlite3_bind_int64(s, 1, grp);
+	sqlite3_bind_int64(s, 2, off);
+	sqlite3_bind_int64(s, 3, mq_now());
+	sqlite3_bind_int(s, 4, attempt);
+	sqlite3_bind_text(s, 5, event, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 6, consumer);
+	sqlite3_bind_text(s, 7, mq_hostname(), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 8, getpid());
+	if (reason)
+		sqlite3_bind_text(s, 9, reason, -1, SQLITE_STATIC);
+	mq_step(q, s, "cannot record history");
+}
+
+/* consumers */
+
+int64_t
+mq_store_consumer_add(struct mq *q, const struct mq_consumer *c)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CONS_ADD,
+	    "INSERT INTO consumer (grp, host, boot, pid, start, since, seen) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?)");
+
+	sqlite3_bind_int64(s, 1, c->grp);
+	sqlite3_bind_text(s, 2, c->host, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, c->boot, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, c->pid);
+	sqlite3_bind_int64(s, 5, c->start);
+	sqlite3_bind_int64(s, 6, c->since);
+	sqlite3_bind_int64(s, 7, c->seen);
+	mq_step(q, s, "cannot register consumer");
+	return sqlite3_last_insert_rowid(q->db);
+}
+
+void
+mq_store_consumer_del(struct mq *q, int64_t id)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CONS_DEL,
+	    "DELETE FROM consumer WHERE id = ?");
+
+	sqlite3_bind_int64(s, 1, id);
+	mq_step(q, s, "cannot remove consumer");
+}
+
+void
+mq_store_consumer_seen(struct mq *q, int64_t id, int64_t now)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CONS_SEEN,
+	    "UPDATE consumer SET seen = ? WHERE id = ?");
+
+	sqlite3_bind_int64(s, 1, now);
+	sqlite3_bind_int64(s, 2, id);
+	mq_step(q, s, "cannot update consumer");
+}
+
+int
+mq_store_consumers_on(struct mq *q, const char *host, struct mq_consumer **out)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CONS_ON,
+	    "SELECT id, grp, host, boot, pid, start, since, seen FROM consumer "
+	    "WHERE host = ?");
+	struct mq_consumer *c = NULL;
+	int n = 0;
+
+	sqlite3_bind_text(s, 1, host, -1, SQLITE_STATIC);
+	while (mq_step(q, s, "cannot read consumers") == SQLITE_ROW) {
+		c = mq_array(c, n + 1, sizeof *c);
+		c[n].id = sqlite3_column_int64(s, 0);
+		c[n].grp = sqlite3_column_int64(s, 1);
+		col_copy(s, 2, c[n].host, sizeof c[n].host);
+		col_copy(s, 3, c[n].boot, sizeof c[n].boot);
+		c[n].pid = sqlite3_column_int64(s, 4);
+		c[n].start = sqlite3_column_int64(s, 5);
+		c[n].since = sqlite3_column_int64(s, 6);
+		c[n].seen = sqlite3_column_int64(s, 7);
+		n++;
+	}
+	*out = c;
+	return n;
+}
+
+/* Leases of a consumer that is gone go back to waiting, due now. */
+int
+mq_store_release(struct mq *q, int64_t consumer, int64_t now)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_RELEASE_HIST,
+	    "INSERT INTO history (grp, off, ts, attempt, event, host, pid, "
+	    "reason) SELECT d.grp, d.off, ?2, d.attempt, 'released', c.host, "
+	    "c.pid, 'consumer gone' FROM delivery d JOIN consumer c "
+	    "ON c.id = d.consumer WHERE d.consumer = ?1 AND d.state = 1");
+
+	sqlite3_bind_int64(s, 1, consumer);
+	sqlite3_bind_int64(s, 2, now);
+	mq_step(q, s, "cannot release leases");
+	s = mq_stmt(q, S_RELEASE,
+	    "UPDATE delivery SET state = 0, due = ?2, consumer = NULL "
+	    "WHERE consumer = ?1 AND state = 1");
+	sqlite3_bind_int64(s, 1, consumer);
+	sqlite3_bind_int64(s, 2, now);
+	mq_step(q, s, "cannot release leases");
+	return sqlite3_changes(q->db);
+}
+
+/* Pushes the end of every lease a consumer holds to at least `due`. */
+int
+mq_store_extend_consumer(struct mq *q, int64_t consumer, int64_t due)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_EXTEND_CONS,
+	    "UPDATE delivery SET due = ?2 WHERE consumer = ?1 AND state = 1 "
+	    "AND due < ?2");
+
+	sqlite3_bind_int64(s, 1, consumer);
+	sqlite3_bind_int64(s, 2, due);
+	mq_step(q, s, "cannot extend leases");
+	return sqlite3_changes(q->db);
+}
+
+/* administration */
+
+void
+mq_topic_set(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_SET,
+	    "UPDATE topic SET retention = ?, dedup_window = ?, max_size = ? "
+	    "WHERE id = ?");
+
+	if (t->retention >= 0)
+		sqlite3_bind_int64(s, 1, t->retention);
+	sqlite3_bind_int64(s, 2, t->dedup_window);
+	sqlite3_bind_int64(s, 3, t->max_size);
+	sqlite3_bind_int64(s, 4, t->id);
+	mq_step(q, s, "cannot update topic");
+}
+
+static void
+exec_bound(struct mq *q, const char *sql, int64_t id, const char *what)
+{
+	sqlite3_stmt *s;
+
+	if (sqlite3_prepare_v2(q->db, sql, -1, &s, NULL) != SQLITE_OK)
+		mq_dbdie(q, what);
+	sqlite3_bind_int64(s, 1, id);
+	if (sqlite3_step(s) != SQLITE_DONE) {
+		sqlite3_finalize(s);
+		mq_dbdie(q, what);
+	}
+	sqlite3_finalize(s);
+}
+
+void
+mq_group_delete(struct mq *q, const struct mq_group *g)
+{
+	static const char *sql[] = {
+		"DELETE FROM delivery WHERE grp = ?",
+		"DELETE FROM history WHERE grp = ?",
+		"DELETE FROM consumer WHERE grp = ?",
+		"DELETE FROM grp WHERE id = ?",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof sql / sizeof *sql; i++)
+		exec_bound(q, sql[i], g->id, "cannot delete group");
+}
+
+void
+mq_topic_delete(struct mq *q, const struct mq_topic *t)
+{
+	static const char *sql[] = {
+		"DELETE FROM delivery WHERE grp IN "
+		    "(SELECT id FROM grp WHERE topic = ?1)",
+		"DELETE FROM history WHERE grp IN "
+		    "(SELECT id FROM grp WHERE topic = ?1)",
+		"DELETE FROM consumer WHERE grp IN "
+		    "(SELECT id FROM grp WHERE topic = ?1)",
+		"DELETE FROM grp WHERE topic = ?1",
+		"DELETE FROM dedup WHERE topic = ?1",
+		"DELETE FROM msg WHERE topic = ?1",
+		"DELETE FROM topic WHERE id = ?1",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof sql / sizeof *sql; i++)
+		exec_bound(q, sql[i], t->id, "cannot delete topic");
+}
+
+/*
+ * A group's state, from its cursor and its delivery rows only: the cost
+ * follows the number of unsettled deliveries, not the size of the log.
+ */
+void
+mq_group_stats(struct mq *q, const struct mq_topic *t,
+    const struct mq_group *g, int64_t now, struct mq_gstats *st)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_GSTATS,
+	    "SELECT "
+	    "count(*) FILTER (WHERE state = 1 AND due > ?2), "
+	    "count(*) FILTER (WHERE state = 1 AND due <= ?2), "
+	    "count(*) FILTER (WHERE state = 0 AND attempt > 0), "
+	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due > ?2), "
+	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due <= ?2), "
+	    "count(*) FILTER (WHERE state = 2), "
+	    "min(off) FILTER (WHERE state < 2) "
+	    "FROM delivery WHERE grp = ?1");
+	int64_t first;
+
+	memset(st, 0, sizeof *st);
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, now);
+	if (mq_step(q, s, "cannot read deliveries") == SQLITE_ROW) {
+		st->inflight = sqlite3_column_int64(s, 0);
+		st->expired = sqlite3_column_int64(s, 1);
+		st->retrying = sqlite3_column_int64(s, 2);
+		st->delayed = sqlite3_column_int64(s, 3);
+		st->waiting = sqlite3_column_int64(s, 4);
+		st->dead = sqlite3_column_int64(s, 5);
+		st->oldest_off = sqlite3_column_type(s, 6) == SQLITE_NULL ?
+		    0 : sqlite3_column_int64(s, 6);
+	}
+	sqlite3_reset(s);
+	first = g->pos;
+	st->pending = t->next_off > first ? t->next_off - first : 0;
+	st->lag = st->pending + st->inflight + st->expired + st->retrying +
+	    st->delayed + st->waiting;
+	if (!st->oldest_off && st->pending)
+		st->oldest_off = g->pos;
+	st->oldest_ts = 0;
+	if (st->oldest_off) {
+		struct mq_msg m;
+
+		memset(&m, 0, sizeof m);
+		s = mq_stmt(q, S_GSTATS_OLDEST,
+		    "SELECT ts FROM msg WHERE topic = ? AND off >= ? "
+		    "ORDER BY off LIMIT 1");
+		sqlite3_bind_int64(s, 1, t->id);
+		sqlite3_bind_int64(s, 2, st->oldest_off);
+		if (mq_step(q, s, "cannot read messages") == SQLITE_ROW)
+			st->oldest_ts = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+	}
+	s = mq_stmt(q, S_GCOUNT, "SELECT count(*) FROM consumer WHERE grp = ?");
+	sqlite3_bind_int64(s, 1, g->id);
+	if (mq_step(q, s, "cannot read consumers") == SQLITE_ROW)
+		st->consumers = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+}

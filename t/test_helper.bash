@@ -1,0 +1,42 @@
+# test_helper.bash: loaded by every t/*.bats file.
+#
+# Tests run the freshly built binaries in $MQ_BIN (set by make test), each
+# test with its own database under $BATS_TEST_TMPDIR.  A missing helper
+# library fails loudly instead of skipping.
+
+bats_load_library bats-support || { echo "bats-support missing: run make deps" >&2; exit 1; }
+bats_load_library bats-assert || { echo "bats-assert missing: run make deps" >&2; exit 1; }
+
+: "${MQ_BIN:?run the tests with make test (MQ_BIN names the build directory)}"
+[ -x "$MQ_BIN/mq-send" ] || { echo "no mq-send in $MQ_BIN: run make" >&2; exit 1; }
+PATH="$MQ_BIN:$PATH"
+
+setup() {
+	export MQ_DB="$BATS_TEST_TMPDIR/mq.db"
+	unset MQ_SYNC MQ_BUSY_TIMEOUT NO_COLOR
+	cd "$BATS_TEST_TMPDIR" || return 1
+}
+
+# sql QUERY: run a query on the test database (sqlite3 CLI).
+sql() {
+	sqlite3 "$MQ_DB" "$@"
+}
+
+# as_nobody CMD...: run CMD as an unprivileged user when we are root,
+# where file permissions would not apply.
+as_nobody() {
+	if [ "$(id -u)" -eq 0 ]; then
+		setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# wait_for SECONDS CMD...: retry CMD until it succeeds or time runs out.
+wait_for() {
+	local end=$(( $(date +%s) + $1 )); shift
+	until "$@"; do
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.1
+	done
+}
