@@ -148,6 +148,34 @@ struct mq_gstats {
 void	 mq_group_stats(struct mq *, const struct mq_topic *,
 	    const struct mq_group *, int64_t now, struct mq_gstats *);
 
+int	 mq_store_read(struct mq *, const struct mq_topic *, int64_t from,
+	    int64_t to, const char *key, struct mq_msg *out, int max);
+int64_t	 mq_store_offset_at(struct mq *, const struct mq_topic *, int64_t ts);
+int64_t	 mq_store_count_range(struct mq *, const struct mq_topic *,
+	    int64_t from, int64_t to);
+int64_t	 mq_store_last_off(struct mq *, const struct mq_topic *);
+int64_t	 mq_store_cancel(struct mq *, const struct mq_group *, int64_t off,
+	    int below, int dry);
+int64_t	 mq_store_redrive(struct mq *, const struct mq_group *, int64_t off,
+	    int64_t now);
+struct mq_event {
+	int64_t		 ts, pid;
+	int		 attempt;
+	const char	*event, *host, *reason;
+};
+void	 mq_store_history_each(struct mq *, int64_t grp, int64_t off,
+	    void (*fn)(const struct mq_event *, void *), void *arg);
+
+int64_t	 mq_store_settled_below(struct mq *, const struct mq_topic *);
+int64_t	 mq_store_first_off(struct mq *, const struct mq_topic *);
+void	 mq_store_range_size(struct mq *, const struct mq_topic *, int64_t lo,
+	    int64_t hi, int64_t *n, int64_t *bytes);
+void	 mq_store_purge_range(struct mq *, struct mq_topic *, int64_t lo,
+	    int64_t hi, int64_t *n, int64_t *bytes);
+int64_t	 mq_store_drop_dead(struct mq *, const struct mq_topic *,
+	    const struct mq_group *, int dry);
+void	 mq_store_vacuum(struct mq *);
+
 /* Delivery rows, as the delivery logic sees them. */
 enum { MQ_WAITING = 0, MQ_LEASED = 1, MQ_DEAD = 2 };
 struct mq_delivery {

@@ -26,6 +26,12 @@ enum {
 	S_DLV_PUT, S_DLV_DEL, S_MSG, S_HISTORY, S_CONS_ADD, S_CONS_DEL,
 	S_CONS_SEEN, S_CONS_ON, S_RELEASE_HIST, S_RELEASE, S_EXTEND_CONS, S_NEXT_DUE,
 	S_TOPIC_SET, S_GSTATS, S_GSTATS_OLDEST, S_GCOUNT,
+	S_READ, S_READ_KEY, S_TS_AT, S_COUNT_RANGE, S_CANCEL_FROM, S_CANCEL_BELOW,
+	S_COUNT_FROM, S_COUNT_BELOW,
+	S_REDRIVE_HIST, S_REDRIVE, S_HIST_EACH, S_LAST_OFF,
+	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
+	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
+	S_FIRST_STORED,
 	S_LAST
 };
 
@@ -724,4 +730,359 @@ mq_group_stats(struct mq *q, const struct mq_topic *t,
 	if (mq_step(q, s, "cannot read consumers") == SQLITE_ROW)
 		st->consumers = sqlite3_column_int64(s, 0);
 	sqlite3_reset(s);
+}
+
+/* reading the log */
+
+/*
+ * Messages with from <= off <= to (and the key, if given), in offset
+ * order, at most max.  An index seek, then a range scan.
+ */
+int
+mq_store_read(struct mq *q, const struct mq_topic *t, int64_t from, int64_t to,
+    const char *key, struct mq_msg *out, int max)
+{
+	sqlite3_stmt *s;
+	int n = 0;
+
+	if (key)
+		s = mq_stmt(q, S_READ_KEY,
+		    "SELECT off, ts, due, key, body FROM msg WHERE topic = ?1 "
+		    "AND key = ?4 AND off >= ?2 AND off <= ?3 ORDER BY off "
+		    "LIMIT ?5");
+	else
+		s = mq_stmt(q, S_READ,
+		    "SELECT off, ts, due, key, body FROM msg WHERE topic = ?1 "
+		    "AND off >= ?2 AND off <= ?3 ORDER BY off LIMIT ?5");
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, from);
+	sqlite3_bind_int64(s, 3, to);
+	if (key)
+		sqlite3_bind_text(s, 4, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int(s, 5, max);
+	while (n < max && mq_step(q, s, "cannot read messages") == SQLITE_ROW) {
+		struct mq_msg *m = &out[n++];
+
+		memset(m, 0, sizeof *m);
+		m->off = sqlite3_column_int64(s, 0);
+		m->ts = sqlite3_column_int64(s, 1);
+		m->due = sqlite3_column_int64(s, 2);
+		m->key = col_text(s, 3);
+		m->len = sqlite3_column_bytes(s, 4);
+		m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, 4),
+		    m->len);
+	}
+	sqlite3_reset(s);
+	return n;
+}
+
+/* The first stored offset >= off, with its time; 0 if none. */
+static int64_t
+next_stored(struct mq *q, const struct mq_topic *t, int64_t off, int64_t *ts)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_TS_AT,
+	    "SELECT off, ts FROM msg WHERE topic = ? AND off >= ? "
+	    "ORDER BY off LIMIT 1");
+	int64_t found = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, off);
+	if (mq_step(q, s, "cannot read messages") == SQLITE_ROW) {
+		found = sqlite3_column_int64(s, 0);
+		*ts = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	return found;
+}
+
+/*
+ * The first offset whose message time is >= ts (next_off if none).  Times
+ * never decrease along offsets (mq_store_append), so this is a binary
+ * search of point lookups: no index on time is needed.
+ */
+int64_t
+mq_store_offset_at(struct mq *q, const struct mq_topic *t, int64_t ts)
+{
+	int64_t lo = 1, hi = t->next_off, mid, off, mts;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		off = next_stored(q, t, mid, &mts);
+		if (!off) {
+			hi = mid;
+		} else if (mts >= ts) {
+			hi = mid;
+		} else {
+			lo = off + 1;
+		}
+	}
+	return lo;
+}
+
+int64_t
+mq_store_count_range(struct mq *q, const struct mq_topic *t, int64_t from,
+    int64_t to)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_COUNT_RANGE,
+	    "SELECT count(*) FROM msg WHERE topic = ? AND off >= ? AND off < ?");
+	int64_t n = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, from);
+	sqlite3_bind_int64(s, 3, to);
+	if (mq_step(q, s, "cannot count messages") == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return n;
+}
+
+/* The highest stored offset of a topic, 0 if empty. */
+int64_t
+mq_store_last_off(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_LAST_OFF,
+	    "SELECT max(off) FROM msg WHERE topic = ?");
+	int64_t off = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW)
+		off = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return off;
+}
+
+/*
+ * Moving a group: deliveries at or after `off` (all states) are dropped
+ * when rewinding; deliveries before `off` that are not dead letters are
+ * dropped when skipping ahead.  With dry set, only counts.
+ */
+int64_t
+mq_store_cancel(struct mq *q, const struct mq_group *g, int64_t off,
+    int below, int dry)
+{
+	static const char *sql[2][2] = {
+		{ "DELETE FROM delivery WHERE grp = ? AND off >= ?",
+		  "SELECT count(*) FROM delivery WHERE grp = ? AND off >= ?" },
+		{ "DELETE FROM delivery WHERE grp = ? AND off < ? AND state < 2",
+		  "SELECT count(*) FROM delivery WHERE grp = ? AND off < ? "
+		  "AND state < 2" },
+	};
+	static const int slot[2][2] = {
+		{ S_CANCEL_FROM, S_COUNT_FROM }, { S_CANCEL_BELOW, S_COUNT_BELOW },
+	};
+	sqlite3_stmt *s;
+	int64_t n = 0;
+
+	below = !!below;
+	dry = !!dry;
+	s = mq_stmt(q, slot[below][dry], sql[below][dry]);
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, off);
+	if (dry) {
+		if (mq_step(q, s, "cannot count deliveries") == SQLITE_ROW)
+			n = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		return n;
+	}
+	mq_step(q, s, "cannot cancel deliveries");
+	return sqlite3_changes(q->db);
+}
+
+/*
+ * Dead letters of a group (all, or the one at off) go back to waiting,
+ * due now, with their attempts reset.
+ */
+int64_t
+mq_store_redrive(struct mq *q, const struct mq_group *g, int64_t off,
+    int64_t now)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_REDRIVE_HIST,
+	    "INSERT INTO history (grp, off, ts, attempt, event, host, pid) "
+	    "SELECT grp, off, ?3, attempt, 'redriven', ?4, ?5 FROM delivery "
+	    "WHERE grp = ?1 AND state = 2 AND (?2 = 0 OR off = ?2)");
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, off);
+	sqlite3_bind_int64(s, 3, now);
+	sqlite3_bind_text(s, 4, mq_hostname(), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, getpid());
+	mq_step(q, s, "cannot redrive");
+	s = mq_stmt(q, S_REDRIVE,
+	    "UPDATE delivery SET state = 0, due = ?3, attempt = 0, expired = 0, "
+	    "reason = NULL, consumer = NULL "
+	    "WHERE grp = ?1 AND state = 2 AND (?2 = 0 OR off = ?2)");
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, off);
+	sqlite3_bind_int64(s, 3, now);
+	mq_step(q, s, "cannot redrive");
+	return sqlite3_changes(q->db);
+}
+
+void
+mq_store_history_each(struct mq *q, int64_t grp, int64_t off,
+    void (*fn)(const struct mq_event *, void *), void *arg)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_HIST_EACH,
+	    "SELECT ts, attempt, event, coalesce(host, ''), coalesce(pid, 0), "
+	    "reason FROM history WHERE grp = ? AND off = ? ORDER BY rowid");
+	struct mq_event e;
+
+	sqlite3_bind_int64(s, 1, grp);
+	sqlite3_bind_int64(s, 2, off);
+	while (mq_step(q, s, "cannot read history") == SQLITE_ROW) {
+		e.ts = sqlite3_column_int64(s, 0);
+		e.attempt = sqlite3_column_int(s, 1);
+		e.event = (const char *)sqlite3_column_text(s, 2);
+		e.host = (const char *)sqlite3_column_text(s, 3);
+		e.pid = sqlite3_column_int64(s, 4);
+		e.reason = (const char *)sqlite3_column_text(s, 5);
+		fn(&e, arg);
+	}
+}
+
+/* retention */
+
+/*
+ * Every offset below the returned one is settled by every group of the
+ * topic: below each group's position and below its first delivery row
+ * (dead letters included: their messages are kept until they are redriven
+ * or dropped).  A topic without groups has nothing settled: 0.
+ */
+int64_t
+mq_store_settled_below(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_SETTLED,
+	    "SELECT min(min(g.pos, coalesce((SELECT min(d.off) FROM delivery d "
+	    "WHERE d.grp = g.id), g.pos))) FROM grp g WHERE g.topic = ?");
+	int64_t off = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	if (mq_step(q, s, "cannot read groups") == SQLITE_ROW)
+		off = sqlite3_column_int64(s, 0);	/* NULL reads as 0 */
+	sqlite3_reset(s);
+	return off;
+}
+
+/* The lowest stored offset, 0 if the topic is empty. */
+int64_t
+mq_store_first_off(struct mq *q, const struct mq_topic *t)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_FIRST_STORED,
+	    "SELECT min(off) FROM msg WHERE topic = ?");
+	int64_t off = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW)
+		off = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return off;
+}
+
+/* Count and body bytes of the messages with lo <= off < hi. */
+void
+mq_store_range_size(struct mq *q, const struct mq_topic *t, int64_t lo,
+    int64_t hi, int64_t *n, int64_t *bytes)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_RANGE_SIZE,
+	    "SELECT count(*), coalesce(sum(length(body)), 0) FROM msg "
+	    "WHERE topic = ? AND off >= ? AND off < ?");
+
+	*n = *bytes = 0;
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, lo);
+	sqlite3_bind_int64(s, 3, hi);
+	if (mq_step(q, s, "cannot count messages") == SQLITE_ROW) {
+		*n = sqlite3_column_int64(s, 0);
+		*bytes = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+}
+
+static void
+bind3(sqlite3_stmt *s, int64_t a, int64_t b, int64_t c)
+{
+	sqlite3_bind_int64(s, 1, a);
+	sqlite3_bind_int64(s, 2, b);
+	sqlite3_bind_int64(s, 3, c);
+}
+
+/*
+ * Deletes the messages with lo <= off < hi, with their deliveries (of
+ * every state) and history, moves groups still before hi up to it, and
+ * keeps the topic's counters.  One call, one short piece of a purge: the
+ * caller holds the write lock for just this range.
+ */
+void
+mq_store_purge_range(struct mq *q, struct mq_topic *t, int64_t lo, int64_t hi,
+    int64_t *n, int64_t *bytes)
+{
+	sqlite3_stmt *s;
+
+	mq_store_range_size(q, t, lo, hi, n, bytes);
+	s = mq_stmt(q, S_DEL_MSG,
+	    "DELETE FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3");
+	bind3(s, t->id, lo, hi);
+	mq_step(q, s, "cannot delete messages");
+	s = mq_stmt(q, S_DEL_DLV,
+	    "DELETE FROM delivery WHERE grp IN (SELECT id FROM grp "
+	    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
+	bind3(s, t->id, lo, hi);
+	mq_step(q, s, "cannot delete deliveries");
+	s = mq_stmt(q, S_DEL_HIST,
+	    "DELETE FROM history WHERE grp IN (SELECT id FROM grp "
+	    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
+	bind3(s, t->id, lo, hi);
+	mq_step(q, s, "cannot delete history");
+	s = mq_stmt(q, S_BUMP_POS,
+	    "UPDATE grp SET pos = ?3 WHERE topic = ?1 AND pos < ?3");
+	bind3(s, t->id, lo, hi);
+	mq_step(q, s, "cannot update groups");
+	s = mq_stmt(q, S_TOPIC_SHRINK,
+	    "UPDATE topic SET msgs = max(msgs - ?2, 0), bytes = max(bytes - ?3, 0) "
+	    "WHERE id = ?1");
+	bind3(s, t->id, *n, *bytes);
+	mq_step(q, s, "cannot update topic");
+	t->msgs -= *n;
+	t->bytes -= *bytes;
+}
+
+/* Drops (or with dry, counts) dead letters of a topic, or of one group. */
+int64_t
+mq_store_drop_dead(struct mq *q, const struct mq_topic *t,
+    const struct mq_group *g, int dry)
+{
+	sqlite3_stmt *s;
+	int64_t n = 0;
+
+	if (g && dry)
+		s = mq_stmt(q, S_CNT_DEAD_G, "SELECT count(*) FROM delivery "
+		    "WHERE grp = ?1 AND state = 2");
+	else if (g)
+		s = mq_stmt(q, S_DEL_DEAD_G,
+		    "DELETE FROM delivery WHERE grp = ?1 AND state = 2");
+	else if (dry)
+		s = mq_stmt(q, S_CNT_DEAD, "SELECT count(*) FROM delivery "
+		    "WHERE grp IN (SELECT id FROM grp WHERE topic = ?1) "
+		    "AND state = 2");
+	else
+		s = mq_stmt(q, S_DEL_DEAD, "DELETE FROM delivery WHERE grp IN "
+		    "(SELECT id FROM grp WHERE topic = ?1) AND state = 2");
+	sqlite3_bind_int64(s, 1, g ? g->id : t->id);
+	if (dry) {
+		if (mq_step(q, s, "cannot count dead letters") == SQLITE_ROW)
+			n = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		return n;
+	}
+	mq_step(q, s, "cannot drop dead letters");
+	return sqlite3_changes(q->db);
+}
+
+/* Reclaims free pages and truncates the WAL.  Outside any transaction. */
+void
+mq_store_vacuum(struct mq *q)
+{
+	if (sqlite3_exec(q->db, "PRAGMA wal_checkpoint(TRUNCATE); VACUUM; "
+	    "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot vacuum");
 }

@@ -1,0 +1,224 @@
+/*
+ * mq-purge: retention.  Deletes what every group has settled and what is
+ * past the topic's retention; with --older-than or --before-offset, what
+ * is older than that (--force when some group has not settled it); drops
+ * dead letters; reclaims disk.
+ *
+ * Deletes in short transactions of CHUNK offsets, so producers and
+ * consumers keep running during a purge of millions.  In the default mode
+ * the settled boundary is read again under each chunk's lock, so a group
+ * rewound meanwhile is respected.
+ */
+#include <getopt.h>
+#include <libutil.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mq.h"
+
+#define CHUNK	2000
+
+static const char *dbpath, *group;
+static int64_t older = -1, before = -1;
+static int force, dead, vacuum, dry, quiet, status;
+
+static void
+usage(FILE *f, int st)
+{
+	fprintf(f, "usage: mq-purge [-nq] [-d FILE] [--older-than DUR | "
+	    "--before-offset N] [--force]\n"
+	    "                [--dead [-g GROUP]] [--vacuum] [TOPIC]\n");
+	exit(st);
+}
+
+static void
+size(int64_t bytes, char *buf, size_t len)
+{
+	humanize_number(buf, len < 6 ? len : 6, bytes, "B", HN_AUTOSCALE,
+	    HN_DECIMAL | HN_NOSPACE);
+}
+
+static void
+purge_topic(struct mq *q, const char *name)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	int64_t settled, target, lo, hi, n, bytes, total = 0, totbytes = 0;
+	int64_t dropped = 0, now = mq_now(), shown = now;
+	int fixed = older >= 0 || before >= 0;
+	char buf[16];
+
+	if (dry)
+		mq_begin_read(q);
+	else
+		mq_begin(q);
+	if (!mq_topic_get(q, name, &t))
+		mq_die(MQ_EX_NOINPUT, "no such topic: %s", name);
+	if (dead) {
+		if (group && !mq_group_get(q, &t, group, &g))
+			mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", name,
+			    group);
+		dropped = mq_store_drop_dead(q, &t, group ? &g : NULL, dry);
+	}
+	settled = mq_store_settled_below(q, &t);
+	lo = mq_store_first_off(q, &t);
+	if (before >= 0)
+		target = before;
+	else if (older >= 0)
+		target = mq_store_offset_at(q, &t, now - older);
+	else {
+		target = settled;
+		if (t.retention >= 0) {
+			int64_t r = mq_store_offset_at(q, &t, now - t.retention);
+
+			if (r > target)
+				target = r;
+		}
+	}
+	if (fixed && target > settled && !force && lo && target > lo) {
+		mq_store_range_size(q, &t, settled > lo ? settled : lo, target,
+		    &n, &bytes);
+		if (n > 0) {
+			size(bytes, buf, sizeof buf);
+			mq_warn("%s: would delete %lld messages (%s) that not "
+			    "every group has settled; use --force", name,
+			    (long long)n, buf);
+			status = MQ_EX_NONE;
+			mq_rollback(q);
+			return;
+		}
+	}
+	if (dry) {
+		if (lo && target > lo)
+			mq_store_range_size(q, &t, lo, target, &total, &totbytes);
+		mq_rollback(q);
+	} else {
+		mq_commit(q);
+		while (lo && lo < target) {
+			mq_begin(q);
+			if (!mq_topic_get(q, name, &t)) {
+				mq_rollback(q);
+				break;
+			}
+			hi = lo + CHUNK < target ? lo + CHUNK : target;
+			if (!fixed && t.retention < 0) {
+				settled = mq_store_settled_below(q, &t);
+				if (hi > settled)
+					hi = settled;
+			}
+			if (hi <= lo) {
+				mq_rollback(q);
+				break;
+			}
+			mq_store_purge_range(q, &t, lo, hi, &n, &bytes);
+			mq_commit(q);
+			total += n;
+			totbytes += bytes;
+			lo = hi;
+			if (isatty(2) && !quiet && mq_now() - shown >= 1000) {
+				shown = mq_now();
+				fprintf(stderr, "\r%s: %lld deleted...", name,
+				    (long long)total);
+			}
+		}
+		if (shown != now)
+			fputc('\n', stderr);
+	}
+	if (!quiet && (total || dropped)) {
+		size(totbytes, buf, sizeof buf);
+		printf("%s: %s %lld messages (%s)", name,
+		    dry ? "would delete" : "deleted", (long long)total, buf);
+		if (dead)
+			printf(", %lld dead letters", (long long)dropped);
+		putchar('\n');
+	}
+}
+
+static void
+add_name(const struct mq_topic *t, void *arg)
+{
+	char ***names = arg;
+	size_t n = 0;
+
+	while ((*names)[n])
+		n++;
+	*names = mq_array(*names, n + 2, sizeof **names);
+	(*names)[n] = mq_strdup(t->name);
+	(*names)[n + 1] = NULL;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, 'd' },
+		{ "older-than", required_argument, NULL, 'o' },
+		{ "before-offset", required_argument, NULL, 'b' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "dead", no_argument, NULL, 'D' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "vacuum", no_argument, NULL, 'v' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mq *q;
+	char **names;
+	int c, i;
+
+	mq_setprog(argv[0]);
+	while ((c = getopt_long(argc, argv, "d:fg:hnqV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': dbpath = optarg; break;
+		case 'o': older = mq_duration_arg(optarg, "age"); break;
+		case 'b': before = mq_num_arg(optarg, 1, INT64_MAX, "offset");
+			  break;
+		case 'f': force = 1; break;
+		case 'D': dead = 1; break;
+		case 'g': group = mq_name_arg(optarg, "group"); break;
+		case 'v': vacuum = 1; break;
+		case 'n': dry = 1; break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout, 0); break;
+		case 'V': mq_version(); break;
+		default: usage(stderr, MQ_EX_USAGE);
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc > 1)
+		usage(stderr, MQ_EX_USAGE);
+	if (older >= 0 && before >= 0)
+		mq_die(MQ_EX_USAGE, "--older-than and --before-offset exclude "
+		    "each other");
+	if (group && !dead)
+		mq_die(MQ_EX_USAGE, "-g goes with --dead");
+	if (group && !argc)
+		mq_die(MQ_EX_USAGE, "-g needs a TOPIC");
+	if (argc)
+		mq_name_arg(argv[0], "topic");
+
+	q = mq_open(dbpath, dry ? MQ_READ : MQ_WRITE);
+	names = mq_array(NULL, 1, sizeof *names);
+	names[0] = NULL;
+	if (argc) {
+		add_name(&(struct mq_topic){ .name = "" }, &names);
+		free(names[0]);
+		names[0] = mq_strdup(argv[0]);
+	} else {
+		mq_topic_each(q, add_name, &names);
+	}
+	for (i = 0; names[i]; i++) {
+		purge_topic(q, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	if (vacuum && !dry)
+		mq_store_vacuum(q);
+	mq_close(q);
+	c = mq_finish();
+	return c ? c : status;
+}

@@ -1,0 +1,382 @@
+/*
+ * mq-replay: read the log, move a group's position, redrive dead letters,
+ * trace one message.
+ *
+ * Without -g it only reads: a range of the log, or -f to follow it like
+ * tail -f, printing offsets so a script can resume.  With -g it moves the
+ * group (one transaction) or redrives its dead letters; --dry-run says
+ * what would change and changes nothing.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mq.h"
+
+#define CHUNK	512
+
+enum { READ, MOVE, DEAD, TRACE };
+
+static const char *dbpath, *group, *key;
+static int64_t from = 0, to = INT64_MAX, since = -1, until = -1, shift;
+static int64_t *offsets, trace_off;
+static int noffsets, follow, dry, where;	/* where: 1 earliest, 2 latest */
+static long limit;
+
+static void
+usage(FILE *f, int status)
+{
+	fprintf(f, "usage: mq-replay [-0f] [-d FILE] [--from-offset N] "
+	    "[--to-offset N] [--since TIME]\n"
+	    "                 [--until TIME] [-k KEY] [-n N] "
+	    "[--json | --format FMT] TOPIC\n"
+	    "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME "
+	    "| --shift N |\n"
+	    "                 --earliest | --latest] TOPIC\n"
+	    "       mq-replay -g GROUP [--dry-run] --dead [--offset N ...] TOPIC\n"
+	    "       mq-replay --trace OFFSET TOPIC\n");
+	exit(status);
+}
+
+static int
+read_log(struct mq *q, const char *name, const struct mq_out *o)
+{
+	struct mq_msg *m = mq_array(NULL, CHUNK, sizeof *m);
+	struct mq_waiter *w = NULL;
+	struct mq_topic t;
+	long got = 0;
+	int i, n, want;
+
+	if (follow)
+		w = mq_waiter_new(q);
+	if (!mq_topic_get(q, name, &t))
+		mq_die(MQ_EX_NOINPUT, "no such topic: %s", name);
+	if (since >= 0) {
+		int64_t off = mq_store_offset_at(q, &t, since);
+
+		if (off > from)
+			from = off;
+	}
+	while (!mq_stop) {
+		want = CHUNK;
+		if (limit && limit - got < want)
+			want = (int)(limit - got);
+		n = mq_store_read(q, &t, from, to, key, m, want);
+		for (i = 0; i < n; i++) {
+			if (until >= 0 && m[i].ts > until) {
+				to = 0;	/* past the end: stop */
+				break;
+			}
+			mq_out_msg(stdout, o, &m[i]);
+			from = m[i].off + 1;
+			got++;
+		}
+		for (i = 0; i < n; i++)
+			mq_msg_free(&m[i]);
+		if (fflush(stdout) == EOF || to == 0 || from > to ||
+		    (limit && got >= limit))
+			break;
+		if (n == want)
+			continue;
+		if (!follow)
+			break;
+		mq_wait(w, INT64_MAX, mq_stop_fd());
+		if (!mq_topic_get(q, name, &t))
+			break;	/* deleted under us */
+	}
+	mq_waiter_free(w);
+	free(m);
+	return got || follow ? 0 : MQ_EX_NONE;
+}
+
+static void
+need(struct mq *q, const char *name, struct mq_topic *t, struct mq_group *g)
+{
+	if (!mq_topic_get(q, name, t))
+		mq_die(MQ_EX_NOINPUT, "no such topic: %s", name);
+	if (g && !mq_group_get(q, t, group, g))
+		mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", name, group);
+}
+
+static int
+move(struct mq *q, const char *name)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	int64_t pos, again, skipped, cancelled;
+
+	if (dry)
+		mq_begin_read(q);
+	else
+		mq_begin(q);
+	need(q, name, &t, &g);
+	if (where == 1)
+		pos = 1;
+	else if (where == 2)
+		pos = t.next_off;
+	else if (since >= 0)
+		pos = mq_store_offset_at(q, &t, since);
+	else if (from)
+		pos = from;
+	else
+		pos = g.pos + shift;
+	if (pos < 1)
+		pos = 1;
+	if (pos > t.next_off)
+		pos = t.next_off;
+	if (pos < g.pos) {
+		again = mq_store_count_range(q, &t, pos, g.pos);
+		cancelled = mq_store_cancel(q, &g, pos, 0, dry);
+		skipped = 0;
+	} else {
+		again = 0;
+		skipped = mq_store_count_range(q, &t, g.pos, pos);
+		cancelled = mq_store_cancel(q, &g, pos, 1, dry);
+	}
+	printf("%s/%s: position %lld -> %lld: %lld messages come again, "
+	    "%lld skipped, %lld unsettled deliveries dropped%s\n", name, group,
+	    (long long)g.pos, (long long)pos, (long long)again,
+	    (long long)skipped, (long long)cancelled, dry ? " (dry run)" : "");
+	if (dry) {
+		mq_rollback(q);
+		return 0;
+	}
+	g.pos = pos;
+	mq_group_save(q, &g);
+	mq_commit(q);
+	return 0;
+}
+
+static int
+redrive(struct mq *q, const char *name)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	struct mq_gstats st;
+	int64_t n = 0;
+	int i, status = 0;
+
+	if (dry)
+		mq_begin_read(q);
+	else
+		mq_begin(q);
+	need(q, name, &t, &g);
+	if (dry) {
+		mq_group_stats(q, &t, &g, mq_now(), &st);
+		n = st.dead;
+		if (noffsets) {
+			struct mq_delivery d;
+
+			for (n = 0, i = 0; i < noffsets; i++)
+				if (mq_store_delivery_get(q, g.id, offsets[i], &d)) {
+					n += d.state == MQ_DEAD;
+					mq_delivery_free(&d);
+				}
+		}
+		mq_rollback(q);
+	} else {
+		if (!noffsets)
+			n = mq_store_redrive(q, &g, 0, mq_now());
+		for (i = 0; i < noffsets; i++) {
+			int64_t k = mq_store_redrive(q, &g, offsets[i], mq_now());
+
+			if (!k) {
+				mq_warn("offset %lld is not a dead letter of "
+				    "%s/%s", (long long)offsets[i], name, group);
+				status = MQ_EX_NONE;
+			}
+			n += k;
+		}
+		mq_commit(q);
+	}
+	printf("%s/%s: %lld dead letters redriven%s\n", name, group,
+	    (long long)n, dry ? " (dry run)" : "");
+	return n ? status : MQ_EX_NONE;
+}
+
+static void
+print_event(const struct mq_event *e, void *arg)
+{
+	char ts[40];
+
+	(void)arg;
+	mq_rfc3339(e->ts, ts, sizeof ts);
+	printf("  %s  attempt %d  %-9s  %s:%lld%s%s\n", ts, e->attempt,
+	    e->event, e->host, (long long)e->pid, e->reason ? "  " : "",
+	    e->reason ? e->reason : "");
+}
+
+static void
+trace_group(const struct mq_group *g, void *arg)
+{
+	struct mq *q = arg;
+	struct mq_delivery d;
+	char due[40];
+
+	printf("group %s: ", g->name);
+	if (mq_store_delivery_get(q, g->id, trace_off, &d)) {
+		mq_rfc3339(d.due, due, sizeof due);
+		if (d.state == MQ_LEASED)
+			printf("in flight, attempt %d, lease until %s\n",
+			    d.attempt, due);
+		else if (d.state == MQ_WAITING)
+			printf("waiting, attempt %d done, due %s\n", d.attempt,
+			    due);
+		else
+			printf("dead letter after %d attempts\n", d.attempt);
+		mq_delivery_free(&d);
+	} else if (trace_off < g->pos) {
+		printf("settled\n");
+	} else {
+		printf("not delivered yet\n");
+	}
+	mq_store_history_each(q, g->id, trace_off, print_event, NULL);
+}
+
+static int
+trace(struct mq *q, const char *name)
+{
+	struct mq_topic t;
+	struct mq_msg m;
+	char ts[40];
+
+	mq_begin_read(q);
+	need(q, name, &t, NULL);
+	memset(&m, 0, sizeof m);
+	if (!mq_store_msg(q, t.id, trace_off, &m))
+		mq_die(MQ_EX_NOINPUT, "no message at offset %lld of %s",
+		    (long long)trace_off, name);
+	mq_rfc3339(m.ts, ts, sizeof ts);
+	printf("topic %s\noffset %lld\ntime %s\n", name, (long long)m.off, ts);
+	if (m.due > m.ts) {
+		mq_rfc3339(m.due, ts, sizeof ts);
+		printf("due %s\n", ts);
+	}
+	printf("key ");
+	if (m.key)
+		mq_escape(stdout, (unsigned char *)m.key, strlen(m.key));
+	printf("\nsize %zu\nbody ", m.len);
+	mq_escape(stdout, m.body, m.len);
+	putchar('\n');
+	mq_group_each(q, &t, trace_group, q);
+	mq_rollback(q);
+	mq_msg_free(&m);
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, 'd' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "from-offset", required_argument, NULL, 'F' },
+		{ "to-offset", required_argument, NULL, 'T' },
+		{ "since", required_argument, NULL, 'S' },
+		{ "until", required_argument, NULL, 'U' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "null", no_argument, NULL, '0' },
+		{ "json", no_argument, NULL, 'J' },
+		{ "format", required_argument, NULL, 'o' },
+		{ "earliest", no_argument, NULL, 'E' },
+		{ "latest", no_argument, NULL, 'L' },
+		{ "shift", required_argument, NULL, 's' },
+		{ "dead", no_argument, NULL, 'D' },
+		{ "offset", required_argument, NULL, 'O' },
+		{ "dry-run", no_argument, NULL, 'N' },
+		{ "trace", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct mq_out o;
+	struct mq *q;
+	const char *name;
+	int c, mode = READ, moves = 0, status;
+
+	mq_setprog(argv[0]);
+	memset(&o, 0, sizeof o);
+	o.mode = MQ_OUT_LINE;
+	o.with_receipt = 1;	/* no receipt here: the offset stands in */
+	while ((c = getopt_long(argc, argv, "0d:fg:hk:n:V", opts, NULL)) != -1) {
+		switch (c) {
+		case '0': o.mode = MQ_OUT_NUL; break;
+		case 'd': dbpath = optarg; break;
+		case 'f': follow = 1; break;
+		case 'g': group = mq_name_arg(optarg, "group"); break;
+		case 'k': key = optarg; break;
+		case 'n': limit = (long)mq_num_arg(optarg, 0, 1000000000,
+			      "count");
+			  break;
+		case 'F': from = mq_num_arg(optarg, 1, INT64_MAX, "offset");
+			  moves++;
+			  break;
+		case 'T': to = mq_num_arg(optarg, 1, INT64_MAX, "offset"); break;
+		case 'S': since = mq_time_arg(optarg, "time"); moves++; break;
+		case 'U': until = mq_time_arg(optarg, "time"); break;
+		case 'J': o.mode = MQ_OUT_JSON; break;
+		case 'o':
+			if (mq_check_format(optarg) < 0)
+				mq_die(MQ_EX_USAGE, "invalid format '%s': see "
+				    "mq-replay(1) for the %% directives", optarg);
+			o.mode = MQ_OUT_FORMAT;
+			o.format = optarg;
+			break;
+		case 'E': where = 1; moves++; break;
+		case 'L': where = 2; moves++; break;
+		case 's': shift = mq_num_arg(optarg, -INT64_MAX / 2,
+			      INT64_MAX / 2, "shift");
+			  moves++;
+			  break;
+		case 'D': mode = DEAD; break;
+		case 'O':
+			offsets = mq_array(offsets, noffsets + 1, sizeof *offsets);
+			offsets[noffsets++] = mq_num_arg(optarg, 1, INT64_MAX,
+			    "offset");
+			break;
+		case 'N': dry = 1; break;
+		case 't': trace_off = mq_num_arg(optarg, 1, INT64_MAX, "offset");
+			  mode = TRACE;
+			  break;
+		case 'h': usage(stdout, 0); break;
+		case 'V': mq_version(); break;
+		default: usage(stderr, MQ_EX_USAGE);
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc != 1)
+		usage(stderr, MQ_EX_USAGE);
+	name = o.topic = mq_name_arg(argv[0], "topic");
+	if (mode == READ && group) {
+		mode = MOVE;
+		if (moves != 1)
+			mq_die(MQ_EX_USAGE, "moving a group takes one of "
+			    "--from-offset, --since, --shift, --earliest, "
+			    "--latest");
+	}
+	if (mode == DEAD && !group)
+		mq_die(MQ_EX_USAGE, "--dead needs -g GROUP");
+	if (noffsets && mode != DEAD)
+		mq_die(MQ_EX_USAGE, "--offset goes with --dead");
+	if (dry && mode != MOVE && mode != DEAD)
+		mq_die(MQ_EX_USAGE, "--dry-run goes with -g");
+	if (mode == READ && (where || shift))
+		mq_die(MQ_EX_USAGE, "--earliest, --latest and --shift need -g");
+
+	q = mq_open(dbpath, mode == READ || mode == TRACE || dry ?
+	    MQ_READ : MQ_WRITE);
+	mq_catch_stop();
+	switch (mode) {
+	case READ: status = read_log(q, name, &o); break;
+	case MOVE: status = move(q, name); break;
+	case DEAD: status = redrive(q, name); break;
+	default: status = trace(q, name); break;
+	}
+	mq_close(q);
+	free(offsets);
+	c = mq_finish();
+	return c ? c : status;
+}
