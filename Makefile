@@ -15,9 +15,9 @@ override CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE \
 LDLIBS += $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay 2>/dev/null || echo -lsqlite3 -lbsd)
 
 B ?= build
-PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge
+PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
 LIBSRC = common/err.c common/parse.c common/db.c common/store.c \
-	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c
+	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c common/table.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)

@@ -139,7 +139,11 @@ void	 mq_topic_set(struct mq *, const struct mq_topic *);
 void	 mq_topic_delete(struct mq *, const struct mq_topic *);
 void	 mq_group_delete(struct mq *, const struct mq_group *);
 
-/* Counts of a group's unsettled messages (lag = all but dead). */
+/*
+ * Counts of a group's unsettled messages.  lag = pending + inflight +
+ * expired + retrying + waiting: what is due or in hand; delayed (not due
+ * yet) and dead letters are counted apart.
+ */
 struct mq_gstats {
 	int64_t		pending;	/* not handed out yet */
 	int64_t		inflight, expired, retrying, delayed, waiting, dead;
@@ -210,6 +214,8 @@ void	 mq_store_consumer_del(struct mq *, int64_t id);
 void	 mq_store_consumer_seen(struct mq *, int64_t id, int64_t now);
 int	 mq_store_consumers_on(struct mq *, const char *host,
 	    struct mq_consumer **out);
+int	 mq_store_consumers_of(struct mq *, int64_t grp,
+	    struct mq_consumer **out, int64_t **held);
 int	 mq_store_release(struct mq *, int64_t consumer, int64_t now);
 int	 mq_store_extend_consumer(struct mq *, int64_t consumer, int64_t due);
 
@@ -281,6 +287,18 @@ enum { MQ_IN_REC, MQ_IN_EOF, MQ_IN_TIMEOUT, MQ_IN_LONG };
 void	 mq_input_init(struct mq_input *, int fd, int delim, size_t max);
 void	 mq_input_free(struct mq_input *);
 int	 mq_input_next(struct mq_input *, int64_t until, char **p, size_t *n);
+
+/* table.c: aligned tables and human units for people */
+struct mq_table;
+struct mq_table *mq_table_new(int ncols, const char *const *head,
+	    const char *align);
+void	 mq_table_add(struct mq_table *, char **cells, const int *hot);
+void	 mq_table_print(FILE *, struct mq_table *, int colour);
+void	 mq_table_free(struct mq_table *);
+void	 mq_human_count(int64_t n, char *buf, size_t len);
+void	 mq_human_age(int64_t ms, char *buf, size_t len);
+void	 mq_human_size(int64_t bytes, char *buf, size_t len);
+int	 mq_want_colour(FILE *);
 
 /* wait.c: sleeping until the database may have changed */
 struct mq_waiter;

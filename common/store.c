@@ -31,7 +31,7 @@ enum {
 	S_REDRIVE_HIST, S_REDRIVE, S_HIST_EACH, S_LAST_OFF,
 	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
-	S_FIRST_STORED,
+	S_FIRST_STORED, S_CONS_OF,
 	S_LAST
 };
 
@@ -708,8 +708,8 @@ mq_group_stats(struct mq *q, const struct mq_topic *t,
 	first = g->pos;
 	st->pending = t->next_off > first ? t->next_off - first : 0;
 	st->lag = st->pending + st->inflight + st->expired + st->retrying +
-	    st->delayed + st->waiting;
-	if (!st->oldest_off && st->pending)
+	    st->waiting;
+	if (st->pending && (!st->oldest_off || g->pos < st->oldest_off))
 		st->oldest_off = g->pos;
 	st->oldest_ts = 0;
 	if (st->oldest_off) {
@@ -1085,4 +1085,37 @@ mq_store_vacuum(struct mq *q)
 	if (sqlite3_exec(q->db, "PRAGMA wal_checkpoint(TRUNCATE); VACUUM; "
 	    "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) != SQLITE_OK)
 		mq_dbdie(q, "cannot vacuum");
+}
+
+/* The consumers of a group, each with the number of leases it holds. */
+int
+mq_store_consumers_of(struct mq *q, int64_t grp, struct mq_consumer **out,
+    int64_t **held)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CONS_OF,
+	    "SELECT c.id, c.grp, c.host, c.boot, c.pid, c.start, c.since, "
+	    "c.seen, (SELECT count(*) FROM delivery d WHERE d.consumer = c.id "
+	    "AND d.state = 1) FROM consumer c WHERE c.grp = ? ORDER BY c.id");
+	struct mq_consumer *c = NULL;
+	int64_t *h = NULL;
+	int n = 0;
+
+	sqlite3_bind_int64(s, 1, grp);
+	while (mq_step(q, s, "cannot read consumers") == SQLITE_ROW) {
+		c = mq_array(c, n + 1, sizeof *c);
+		h = mq_array(h, n + 1, sizeof *h);
+		c[n].id = sqlite3_column_int64(s, 0);
+		c[n].grp = sqlite3_column_int64(s, 1);
+		col_copy(s, 2, c[n].host, sizeof c[n].host);
+		col_copy(s, 3, c[n].boot, sizeof c[n].boot);
+		c[n].pid = sqlite3_column_int64(s, 4);
+		c[n].start = sqlite3_column_int64(s, 5);
+		c[n].since = sqlite3_column_int64(s, 6);
+		c[n].seen = sqlite3_column_int64(s, 7);
+		h[n] = sqlite3_column_int64(s, 8);
+		n++;
+	}
+	*out = c;
+	*held = h;
+	return n;
 }
