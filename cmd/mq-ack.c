@@ -181,7 +181,7 @@ main(int argc, char *argv[])
 		parse(argv[i], &r[i]);
 		text[i] = mq_strdup(argv[i]);
 	}
-	q = mq_open(dbpath, MQ_WRITE);
+	q = mq_open(dbpath, MQ_UPDATE);
 	if (argc)
 		apply(q, r, text, argc);
 	else

@@ -10,7 +10,6 @@
  * rewound meanwhile is respected.
  */
 #include <getopt.h>
-#include <libutil.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,13 +29,6 @@ usage(FILE *f, int st)
 	    "--before-offset N] [--force]\n"
 	    "                [--dead [-g GROUP]] [--vacuum] [TOPIC]\n");
 	exit(st);
-}
-
-static void
-size(int64_t bytes, char *buf, size_t len)
-{
-	humanize_number(buf, len < 6 ? len : 6, bytes, "B", HN_AUTOSCALE,
-	    HN_DECIMAL | HN_NOSPACE);
 }
 
 static void
@@ -61,6 +53,8 @@ purge_topic(struct mq *q, const char *name)
 			    group);
 		dropped = mq_store_drop_dead(q, &t, group ? &g : NULL, dry);
 	}
+	if (!fixed)
+		mq_store_dedup_expire(q, &t, now, dry);
 	settled = mq_store_settled_below(q, &t);
 	lo = mq_store_first_off(q, &t);
 	if (before >= 0)
@@ -80,7 +74,7 @@ purge_topic(struct mq *q, const char *name)
 		mq_store_range_size(q, &t, settled > lo ? settled : lo, target,
 		    &n, &bytes);
 		if (n > 0) {
-			size(bytes, buf, sizeof buf);
+			mq_human_size(bytes, buf, sizeof buf);
 			mq_warn("%s: would delete %lld messages (%s) that not "
 			    "every group has settled; use --force", name,
 			    (long long)n, buf);
@@ -126,7 +120,7 @@ purge_topic(struct mq *q, const char *name)
 			fputc('\n', stderr);
 	}
 	if (!quiet && (total || dropped)) {
-		size(totbytes, buf, sizeof buf);
+		mq_human_size(totbytes, buf, sizeof buf);
 		printf("%s: %s %lld messages (%s)", name,
 		    dry ? "would delete" : "deleted", (long long)total, buf);
 		if (dead)
@@ -201,7 +195,7 @@ main(int argc, char *argv[])
 	if (argc)
 		mq_name_arg(argv[0], "topic");
 
-	q = mq_open(dbpath, dry ? MQ_READ : MQ_WRITE);
+	q = mq_open(dbpath, dry ? MQ_READ : MQ_UPDATE);
 	names = mq_array(NULL, 1, sizeof *names);
 	names[0] = NULL;
 	if (argc) {

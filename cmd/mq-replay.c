@@ -367,7 +367,7 @@ main(int argc, char *argv[])
 		mq_die(MQ_EX_USAGE, "--earliest, --latest and --shift need -g");
 
 	q = mq_open(dbpath, mode == READ || mode == TRACE || dry ?
-	    MQ_READ : MQ_WRITE);
+	    MQ_READ : MQ_UPDATE);
 	mq_catch_stop();
 	switch (mode) {
 	case READ: status = read_log(q, name, &o); break;

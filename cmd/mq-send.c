@@ -18,12 +18,12 @@
 #define BATCH_MAX	10000
 #define BATCH_BYTES	(8 * 1048576)
 
-static const char *dbpath, *key, *topic;
-static int quiet, unescape, delim = '\n';
+static const char *dbpath, *key, *topic, *dedup;
+static int quiet, unescape, delim = '\n', dedup_field;
 static int64_t due, linger = 10;
 
 struct batch {
-	char	**body;
+	char	**body, **id;	/* id: --dedup-field */
 	size_t	*len, n, bytes;
 	int64_t	*off;
 };
@@ -33,7 +33,8 @@ usage(FILE *f, int status)
 {
 	fprintf(f, "usage: mq-send [-0eq] [-d FILE] [-k KEY] [--whole] "
 	    "[--delay DUR | --at TIME]\n"
-	    "               [--linger DUR] TOPIC [MESSAGE ...]\n");
+	    "               [--dedup ID | --dedup-field N] [--linger DUR] "
+	    "TOPIC [MESSAGE ...]\n");
 	exit(status);
 }
 
@@ -56,6 +57,7 @@ flush(struct mq *q, struct batch *b)
 	struct mq_topic t;
 	int64_t now;
 	size_t i;
+	int dup;
 
 	if (b->n == 0)
 		return;
@@ -67,8 +69,8 @@ flush(struct mq *q, struct batch *b)
 			mq_rollback(q);
 			too_large(b->len[i], t.max_size);
 		}
-		b->off[i] = mq_store_append(q, &t, now, due, key, b->body[i],
-		    b->len[i]);
+		b->off[i] = mq_store_append(q, &t, now, due, key,
+		    dedup_field ? b->id[i] : dedup, b->body[i], b->len[i], &dup);
 	}
 	mq_topic_save_counts(q, &t);
 	mq_commit(q);
@@ -76,14 +78,38 @@ flush(struct mq *q, struct batch *b)
 		if (!quiet)
 			printf("%lld\n", (long long)b->off[i]);
 		free(b->body[i]);
+		if (b->id)
+			free(b->id[i]);
 	}
 	fflush(stdout);
 	b->n = b->bytes = 0;
 }
 
+/* The dedup id of a record: its N-th tab-separated field. */
+static char *
+field_id(const char *p, size_t n)
+{
+	const char *e = p + n, *f;
+	int k;
+
+	for (k = 1; k < dedup_field && p < e; k++) {
+		if (!(f = memchr(p, '\t', e - p)))
+			p = e;
+		else
+			p = f + 1;
+	}
+	f = p < e ? memchr(p, '\t', e - p) : NULL;
+	if (p >= e || (f ? f : e) == p)
+		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
+		    "the dedup id from", dedup_field);
+	return mq_memdup(p, (f ? f : e) - p);
+}
+
 static void
 add(struct batch *b, char *body, size_t len)
 {
+	if (dedup_field)
+		b->id[b->n] = field_id(body, len);
 	b->body[b->n] = body;
 	b->len[b->n] = len;
 	b->n++;
@@ -120,6 +146,8 @@ from_stdin(struct mq *q)
 	b.body = mq_array(NULL, BATCH_MAX, sizeof *b.body);
 	b.len = mq_array(NULL, BATCH_MAX, sizeof *b.len);
 	b.off = mq_array(NULL, BATCH_MAX, sizeof *b.off);
+	if (dedup_field)
+		b.id = mq_array(NULL, BATCH_MAX, sizeof *b.id);
 	/* escapes take up to four bytes a byte: allow for them before decoding */
 	mq_input_init(&in, 0, delim, unescape ? 4 * max : max);
 	for (;;) {
@@ -148,6 +176,7 @@ from_stdin(struct mq *q)
 	}
 	flush(q, &b);
 	mq_input_free(&in);
+	free(b.id);
 	free(b.body);
 	free(b.len);
 	free(b.off);
@@ -166,6 +195,8 @@ main(int argc, char *argv[])
 		{ "delay", required_argument, NULL, 'D' },
 		{ "at", required_argument, NULL, 'a' },
 		{ "linger", required_argument, NULL, 'L' },
+		{ "dedup", required_argument, NULL, 'u' },
+		{ "dedup-field", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -197,6 +228,15 @@ main(int argc, char *argv[])
 			timed++;
 			break;
 		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
+		case 'u':
+			if (!*optarg || strlen(optarg) > 1024)
+				mq_die(MQ_EX_USAGE, "invalid dedup id: want 1-1024 "
+				    "bytes");
+			dedup = optarg;
+			break;
+		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000,
+			      "field number");
+			  break;
 		case 'h': usage(stdout, 0); break;
 		case 'V': mq_version(); break;
 		default: usage(stderr, MQ_EX_USAGE);
@@ -214,6 +254,15 @@ main(int argc, char *argv[])
 	if (argc > 1 && (whole || delim != '\n'))
 		mq_die(MQ_EX_USAGE, "-0 and --whole read stdin: give no "
 		    "MESSAGE arguments");
+	if (dedup && dedup_field)
+		mq_die(MQ_EX_USAGE, "--dedup and --dedup-field exclude each "
+		    "other");
+	if (dedup && argc != 2 && !whole)
+		mq_die(MQ_EX_USAGE, "--dedup ID names one message: give one "
+		    "MESSAGE or --whole (--dedup-field for a stream)");
+	if (dedup_field && argc != 1)
+		mq_die(MQ_EX_USAGE, "--dedup-field reads stdin: give no MESSAGE "
+		    "arguments");
 
 	q = mq_open(dbpath, MQ_WRITE);
 	if (argc == 1) {
@@ -223,6 +272,7 @@ main(int argc, char *argv[])
 		b.body = mq_array(NULL, argc - 1, sizeof *b.body);
 		b.len = mq_array(NULL, argc - 1, sizeof *b.len);
 		b.off = mq_array(NULL, argc - 1, sizeof *b.off);
+		b.id = NULL;
 		for (i = 1; i < argc; i++) {
 			size_t n = strlen(argv[i]);
 

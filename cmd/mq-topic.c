@@ -290,7 +290,7 @@ main(int argc, char *argv[])
 		t.retention = -2;	/* unset */
 		t.dedup_window = t.max_size = -2;
 		settings(&t, argc - 2, argv + 2);	/* check before opening */
-		q = mq_open(dbpath, MQ_WRITE);
+		q = mq_open(dbpath, !strcmp(cmd, "set") ? MQ_UPDATE : MQ_WRITE);
 		mq_begin(q);
 		if (!strcmp(cmd, "create")) {
 			if (mq_topic_get(q, argv[1], &t)) {
@@ -307,7 +307,7 @@ main(int argc, char *argv[])
 		if (argc != 2)
 			usage(stderr, MQ_EX_USAGE);
 		mq_name_arg(argv[1], "topic");
-		q = mq_open(dbpath, MQ_WRITE);
+		q = mq_open(dbpath, MQ_UPDATE);
 		mq_begin(q);
 		need_topic(q, argv[1], &t);
 		arg[0] = q;
@@ -323,7 +323,7 @@ main(int argc, char *argv[])
 			usage(stderr, MQ_EX_USAGE);
 		mq_name_arg(argv[1], "topic");
 		mq_name_arg(argv[2], "group");
-		q = mq_open(dbpath, MQ_WRITE);
+		q = mq_open(dbpath, MQ_UPDATE);
 		mq_begin(q);
 		need_topic(q, argv[1], &t);
 		if (!mq_group_get(q, &t, argv[2], &g))

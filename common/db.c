@@ -231,7 +231,7 @@ mq_open(const char *path, int mode)
 		if (errno != ENOENT)
 			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
 			    "cannot open database %s:", path);
-		if (mode == MQ_READ)
+		if (mode != MQ_WRITE)
 			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
 			    "no such file", path);
 		mkparents(path);
@@ -239,9 +239,11 @@ mq_open(const char *path, int mode)
 		mq_die(MQ_EX_DATAERR, "cannot open database %s: not a regular "
 		    "file", path);
 	}
+	if (mode == MQ_UPDATE)
+		q->mode = mode = MQ_WRITE;	/* it exists: from here, a writer */
 
 	flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-	flags |= mode == MQ_WRITE ?
+	flags |= mode != MQ_READ ?
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
 	rc = sqlite3_open_v2(path, &q->db, flags, NULL);
 	if (rc != SQLITE_OK) {

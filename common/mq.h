@@ -73,7 +73,7 @@ void	 mq_format_receipt(char *buf, size_t len, const char *topic,
 
 /* db.c: opening, creating and migrating the database; transactions */
 struct mq;
-enum { MQ_READ = 0, MQ_WRITE = 1 };
+enum { MQ_READ = 0, MQ_WRITE = 1, MQ_UPDATE = 2 };	/* UPDATE: write, must exist */
 const char *mq_default_path(void);
 struct mq *mq_open(const char *path, int mode);
 void	 mq_close(struct mq *);
@@ -133,7 +133,10 @@ void	 mq_group_each(struct mq *, const struct mq_topic *,
 	    void (*fn)(const struct mq_group *, void *), void *arg);
 
 int64_t	 mq_store_append(struct mq *, struct mq_topic *, int64_t now,
-	    int64_t due, const char *key, const void *body, size_t len);
+	    int64_t due, const char *key, const char *dedup, const void *body,
+	    size_t len, int *dup);
+int64_t	 mq_store_dedup_expire(struct mq *, const struct mq_topic *,
+	    int64_t now, int dry);
 
 void	 mq_topic_set(struct mq *, const struct mq_topic *);
 void	 mq_topic_delete(struct mq *, const struct mq_topic *);

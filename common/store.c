@@ -31,7 +31,7 @@ enum {
 	S_REDRIVE_HIST, S_REDRIVE, S_HIST_EACH, S_LAST_OFF,
 	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
-	S_FIRST_STORED, S_CONS_OF,
+	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
 	S_LAST
 };
 
@@ -247,15 +247,42 @@ mq_group_each(struct mq *q, const struct mq_topic *t,
 
 /* messages */
 
+/*
+ * Appends a message and returns its offset.  With a dedup id seen inside
+ * the topic's window, stores nothing and returns the offset it was first
+ * stored at, with *dup set.
+ */
 int64_t
 mq_store_append(struct mq *q, struct mq_topic *t, int64_t now, int64_t due,
-    const char *key, const void *body, size_t len)
+    const char *key, const char *dedup, const void *body, size_t len, int *dup)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_APPEND,
-	    "INSERT INTO msg (topic, off, ts, due, key, body) "
-	    "VALUES (?, ?, ?, ?, ?, ?)");
+	sqlite3_stmt *s;
 	int64_t off = t->next_off, ts = now > t->last_ts ? now : t->last_ts;
 
+	*dup = 0;
+	if (dedup) {
+		s = mq_stmt(q, S_DEDUP_GET, "SELECT off FROM dedup "
+		    "WHERE topic = ? AND id = ? AND ts > ?");
+		sqlite3_bind_int64(s, 1, t->id);
+		sqlite3_bind_text(s, 2, dedup, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, now - t->dedup_window);
+		if (mq_step(q, s, "cannot read dedup ids") == SQLITE_ROW) {
+			off = sqlite3_column_int64(s, 0);
+			sqlite3_reset(s);
+			*dup = 1;
+			return off;
+		}
+		s = mq_stmt(q, S_DEDUP_PUT, "INSERT OR REPLACE INTO dedup "
+		    "(topic, id, off, ts) VALUES (?, ?, ?, ?)");
+		sqlite3_bind_int64(s, 1, t->id);
+		sqlite3_bind_text(s, 2, dedup, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, off);
+		sqlite3_bind_int64(s, 4, now);
+		mq_step(q, s, "cannot store dedup id");
+	}
+	s = mq_stmt(q, S_APPEND,
+	    "INSERT INTO msg (topic, off, ts, due, key, body) "
+	    "VALUES (?, ?, ?, ?, ?, ?)");
 	sqlite3_bind_int64(s, 1, t->id);
 	sqlite3_bind_int64(s, 2, off);
 	sqlite3_bind_int64(s, 3, ts);
@@ -269,6 +296,26 @@ mq_store_append(struct mq *q, struct mq_topic *t, int64_t now, int64_t due,
 	t->msgs++;
 	t->bytes += len;
 	return off;
+}
+
+/* Forgets dedup ids older than the topic's window; returns how many. */
+int64_t
+mq_store_dedup_expire(struct mq *q, const struct mq_topic *t, int64_t now,
+    int dry)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_DEDUP_EXPIRE, dry ?
+	    "SELECT count(*) FROM dedup WHERE topic = ? AND ts <= ?" :
+	    "DELETE FROM dedup WHERE topic = ? AND ts <= ?");
+	int64_t n = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, now - t->dedup_window);
+	if (mq_step(q, s, "cannot expire dedup ids") == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	else
+		n = sqlite3_changes(q->db);
+	sqlite3_reset(s);
+	return n;
 }
 
 int
