@@ -3,10 +3,12 @@
  *
  * Arguments are messages, all in one transaction.  Without them, stdin is
  * read as lines (or -0 NUL-terminated records, or --whole one message) and
- * committed in batches, cut by count and by a linger time after the first
- * message of a batch, so a bulk load runs at SQLite's speed and a slow
- * stream still commits each line within milliseconds.  Offsets are printed
- * only after their batch is committed.
+ * committed in batches: a batch ends at BATCH_MAX messages, or when the
+ * input has nothing more ready (after waiting --linger, default 0, for
+ * more).  So a bulk load commits rarely and runs at SQLite's speed, while
+ * a slow stream commits each line as soon as it arrives; under a fast
+ * stream batches grow by themselves while a commit is under way.  Offsets
+ * are printed only after their batch is committed.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@
 
 static const char *dbpath, *key, *topic, *dedup;
 static int quiet, unescape, delim = '\n', dedup_field;
-static int64_t due, linger = 10;
+static int64_t due, linger;
 
 struct batch {
 	char	**body, **id;	/* id: --dedup-field */
@@ -171,7 +173,7 @@ from_stdin(struct mq *q)
 		}
 		add(&b, p, n);
 		if (b.n == BATCH_MAX || b.bytes >= BATCH_BYTES ||
-		    mq_now() >= until)
+		    (linger && mq_now() >= until))
 			flush(q, &b);
 	}
 	flush(q, &b);

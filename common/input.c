@@ -107,12 +107,14 @@ mq_input_next(struct mq_input *in, int64_t until, char **p, size_t *n)
 			return MQ_IN_REC;
 		}
 		if (until >= 0) {
+			/* a deadline already past still takes what is ready */
 			now = mq_now();
-			if (now >= until)
-				return MQ_IN_TIMEOUT;
 			pfd.fd = in->fd;
 			pfd.events = POLLIN;
-			rc = poll(&pfd, 1, (int)(until - now));
+			do
+				rc = poll(&pfd, 1, now >= until ? 0 :
+				    (int)(until - now));
+			while (rc < 0 && errno == EINTR);
 			if (rc == 0)
 				return MQ_IN_TIMEOUT;
 		}
