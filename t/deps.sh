@@ -3,7 +3,7 @@
 #   deps.sh check    exit 0 if all is there; else run "install"
 #   deps.sh install  apt-get install what is missing (as root), or print
 #                    the exact command to run
-PKGS="libsqlite3-dev libbsd-dev bats bats-support bats-assert jq mandoc"
+PKGS="libsqlite3-dev libbsd-dev bats bats-support bats-assert jq mandoc tmux prometheus"
 
 missing() {
 	for p in $PKGS; do
