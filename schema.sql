@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/db.c; a file with a newer version is refused.
 --
--- version: 1
+-- version: 2
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -65,6 +65,10 @@ CREATE TABLE grp (
 	backoff		TEXT NOT NULL DEFAULT '10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h',
 	ordered		INTEGER NOT NULL DEFAULT 0,
 	settled		INTEGER NOT NULL DEFAULT 0,	-- messages settled, ever
+	-- counters since version 2, for rates (mq-lag --prometheus)
+	delivered	INTEGER NOT NULL DEFAULT 0,	-- deliveries made
+	failed		INTEGER NOT NULL DEFAULT 0,	-- deliveries failed
+	deadlettered	INTEGER NOT NULL DEFAULT 0,	-- dead letters made
 	UNIQUE (topic, name)
 );
 

@@ -245,12 +245,15 @@ json(void)
 			printf(",\"group\":\"%s\",\"position\":%lld,\"lag\":%lld,"
 			    "\"in_flight\":%lld,\"expired\":%lld,"
 			    "\"retrying\":%lld,\"delayed\":%lld,\"dead\":%lld,"
-			    "\"consumers\":%lld,\"settled_total\":%lld",
+			    "\"consumers\":%lld,\"settled_total\":%lld,"
+			    "\"delivered_total\":%lld,\"failed_total\":%lld,"
+			    "\"dead_lettered_total\":%lld",
 			    r->g.name, (long long)r->g.pos, (long long)r->s.lag,
 			    (long long)r->s.inflight, (long long)r->s.expired,
 			    (long long)r->s.retrying, (long long)r->s.delayed,
 			    (long long)r->s.dead, (long long)r->s.consumers,
-			    (long long)r->g.settled);
+			    (long long)r->g.settled, (long long)r->g.delivered,
+			    (long long)r->g.failed, (long long)r->g.deadlettered);
 			if (r->s.oldest_ts) {
 				mq_rfc3339(r->s.oldest_ts, old, sizeof old);
 				printf(",\"oldest_age_s\":%.3f,\"oldest_time\":"
@@ -289,6 +292,12 @@ prometheus(void)
 		{ "mq_group_consumers", "gauge", "Live consumers.", 1 },
 		{ "mq_group_settled_total", "counter", "Messages the group "
 		  "ever settled.", 1 },
+		{ "mq_group_delivered_total", "counter", "Deliveries the group "
+		  "ever made, redeliveries included.", 1 },
+		{ "mq_group_failed_total", "counter", "Deliveries that failed "
+		  "(mq-ack --fail, handler exit status).", 1 },
+		{ "mq_group_dead_lettered_total", "counter", "Dead letters the "
+		  "group ever made.", 1 },
 	};
 	size_t k;
 	int i;
@@ -318,7 +327,10 @@ prometheus(void)
 			case 9: v = r->s.dead; break;
 			case 10: v = age(r) / 1e3; break;
 			case 11: v = r->s.consumers; break;
-			default: v = r->g.settled; break;
+			case 12: v = r->g.settled; break;
+			case 13: v = r->g.delivered; break;
+			case 14: v = r->g.failed; break;
+			default: v = r->g.deadlettered; break;
 			}
 			if (m[k].group)
 				printf("%s{topic=\"%s\",group=\"%s\"} %.15g\n",

@@ -55,7 +55,7 @@ main(int argc, char *argv[])
 	struct mq_msg *msgs;
 	struct mq_waiter *w = NULL;
 	struct mq *q;
-	int64_t wait = 0, next_due, until, now;
+	int64_t wait = 0, next_due, until, now, member = 0, beat;
 	long limit = 1, got = 0;
 	int c, i, k, jobs = 1, follow = 0, want, status;
 
@@ -142,6 +142,9 @@ main(int argc, char *argv[])
 	msgs = mq_array(NULL, CHUNK, sizeof *msgs);
 	if (follow || wait)
 		w = mq_waiter_new(q);
+	if (follow)	/* listed by mq-lag --consumers; its leases stay the receipts' */
+		member = mq_consumer_join(q, cl.topic, cl.group, NULL);
+	beat = mq_now() + 10000;
 	while (!mq_stop) {
 		want = CHUNK;
 		if (limit && limit - got < want)
@@ -168,8 +171,14 @@ main(int argc, char *argv[])
 			next_due = until;
 		if (next_due > now + 1000)
 			next_due = now + 1000;	/* look for dead consumers */
+		if (member && now >= beat) {
+			mq_consumer_heartbeat(q, member, 0);
+			beat = now + 10000;
+		}
 		mq_wait(w, next_due, mq_stop_fd());
 	}
+	if (member)
+		mq_consumer_leave(q, member);
 	mq_waiter_free(w);
 	free(msgs);
 	mq_close(q);

@@ -32,8 +32,13 @@
  * A step may not be edited once released; add a new one.
  */
 static const char *migrations[] = {
-	NULL,	/* placeholder so the array is never empty */
+	/* 1 -> 2: delivery counters per group */
+	"ALTER TABLE grp ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE grp ADD COLUMN failed INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;",
 };
+_Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
+    "one migration step per schema version");
 
 int
 mq_schema_version(void)

@@ -209,6 +209,7 @@ deliver(struct claimer *k, struct mq_delivery *d)
 	struct mq_msg *m = &k->out[k->n];
 
 	d->attempt++;
+	k->g.delivered++;
 	if (k->c->autoack) {
 		if (d->state >= 0)
 			mq_store_delivery_del(q, d->grp, d->off);
@@ -257,6 +258,7 @@ claim_due(struct claimer *k)
 				    "lease expired %d times", d[i].expired);
 				d[i].state = MQ_DEAD;
 				d[i].consumer = 0;
+				k->g.deadlettered++;
 				mq_store_delivery_put(k->q, &d[i], reason);
 				mq_store_history(k->q, d[i].grp, d[i].off,
 				    d[i].attempt, "dead", 0, reason);
@@ -373,7 +375,9 @@ mq_settle(struct mq *q, const struct mq_receipt *r, const struct mq_settle *s)
 		mq_store_history(q, g.id, d.off, d.attempt, "acked", 0, NULL);
 		break;
 	case MQ_FAIL:
+		g.failed++;
 		if (d.attempt >= g.max_attempts) {
+			g.deadlettered++;
 			snprintf(reason, sizeof reason, "attempts exhausted (%d)%s%s",
 			    d.attempt, s->reason ? ": " : "",
 			    s->reason ? s->reason : "");
@@ -396,6 +400,7 @@ mq_settle(struct mq *q, const struct mq_receipt *r, const struct mq_settle *s)
 		    s->reason);
 		break;
 	case MQ_DEAD_LETTER:
+		g.deadlettered++;
 		d.state = MQ_DEAD;
 		d.consumer = 0;
 		mq_store_delivery_put(q, &d, s->reason ? s->reason :
@@ -416,6 +421,8 @@ mq_settle(struct mq *q, const struct mq_receipt *r, const struct mq_settle *s)
 		    s->reason);
 		break;
 	}
+	if (s->how == MQ_FAIL || s->how == MQ_DEAD_LETTER)
+		mq_group_save(q, &g);
 	mq_delivery_free(&d);
 	return ret;
 }

@@ -97,6 +97,7 @@ struct mq_group {
 	int64_t		id, topic;
 	char		name[MQ_NAME_MAX + 1];
 	int64_t		created, pos, lease, settled;
+	int64_t		delivered, failed, deadlettered;	/* counters */
 	int		max_attempts, ordered;
 	char		backoff[512];
 };

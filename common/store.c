@@ -148,7 +148,7 @@ mq_topic_each(struct mq *q, void (*fn)(const struct mq_topic *, void *),
 /* groups */
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
-	"backoff, ordered, settled"
+	"backoff, ordered, settled, delivered, failed, deadlettered"
 
 static void
 group_row(sqlite3_stmt *s, struct mq_group *g)
@@ -163,6 +163,9 @@ group_row(sqlite3_stmt *s, struct mq_group *g)
 	col_copy(s, 7, g->backoff, sizeof g->backoff);
 	g->ordered = sqlite3_column_int(s, 8);
 	g->settled = sqlite3_column_int64(s, 9);
+	g->delivered = sqlite3_column_int64(s, 10);
+	g->failed = sqlite3_column_int64(s, 11);
+	g->deadlettered = sqlite3_column_int64(s, 12);
 }
 
 int
@@ -218,7 +221,8 @@ mq_group_save(struct mq *q, const struct mq_group *g)
 {
 	sqlite3_stmt *s = mq_stmt(q, S_GROUP_SAVE,
 	    "UPDATE grp SET pos = ?, lease = ?, max_attempts = ?, backoff = ?, "
-	    "ordered = ?, settled = ? WHERE id = ?");
+	    "ordered = ?, settled = ?, delivered = ?, failed = ?, "
+	    "deadlettered = ? WHERE id = ?");
 
 	sqlite3_bind_int64(s, 1, g->pos);
 	sqlite3_bind_int64(s, 2, g->lease);
@@ -226,7 +230,10 @@ mq_group_save(struct mq *q, const struct mq_group *g)
 	sqlite3_bind_text(s, 4, g->backoff, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 5, g->ordered);
 	sqlite3_bind_int64(s, 6, g->settled);
-	sqlite3_bind_int64(s, 7, g->id);
+	sqlite3_bind_int64(s, 7, g->delivered);
+	sqlite3_bind_int64(s, 8, g->failed);
+	sqlite3_bind_int64(s, 9, g->deadlettered);
+	sqlite3_bind_int64(s, 10, g->id);
 	mq_step(q, s, "cannot update group");
 }
 

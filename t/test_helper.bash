@@ -4,6 +4,8 @@
 # test with its own database under $BATS_TEST_TMPDIR.  A missing helper
 # library fails loudly instead of skipping.
 
+bats_require_minimum_version 1.5.0
+
 bats_load_library bats-support || { echo "bats-support missing: run make deps" >&2; exit 1; }
 bats_load_library bats-assert || { echo "bats-assert missing: run make deps" >&2; exit 1; }
 

@@ -1,0 +1,119 @@
+-- schema.sql: the one source of the mq database schema.
+--
+-- The build embeds this file; mq creates a new database with it and stamps
+-- PRAGMA user_version with the version below (the line "-- version: N" is
+-- read by the build).  Older files are brought up to date by the steps in
+-- common/db.c; a file with a newer version is refused.
+--
+-- version: 1
+--
+-- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
+-- and are never reused, even after a purge.
+
+PRAGMA application_id = 1836130336;	-- 0x6D712020, "mq  "
+
+-- A named append-only log.  next_off is the offset the next message gets;
+-- msgs and bytes count what is stored, so monitors need not scan.  last_ts
+-- keeps message times non-decreasing with offsets, so a time maps to an
+-- offset by binary search without an index on time.
+CREATE TABLE topic (
+	id		INTEGER PRIMARY KEY,
+	name		TEXT NOT NULL UNIQUE,
+	created		INTEGER NOT NULL,
+	next_off	INTEGER NOT NULL DEFAULT 1,
+	last_ts		INTEGER NOT NULL DEFAULT 0,
+	msgs		INTEGER NOT NULL DEFAULT 0,
+	bytes		INTEGER NOT NULL DEFAULT 0,
+	retention	INTEGER,			-- ms; NULL: no age limit
+	dedup_window	INTEGER NOT NULL DEFAULT 86400000,
+	max_size	INTEGER NOT NULL DEFAULT 1048576
+);
+
+-- The log.  due is when the message may first be delivered (ts unless it
+-- was sent with a delay).
+CREATE TABLE msg (
+	topic		INTEGER NOT NULL,
+	off		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,
+	due		INTEGER NOT NULL,
+	key		TEXT,
+	body		BLOB NOT NULL,
+	PRIMARY KEY (topic, off)
+) WITHOUT ROWID;
+CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
+
+-- Idempotent producers: a dedup id seen inside the topic's window maps to
+-- the offset it was first stored at.
+CREATE TABLE dedup (
+	topic		INTEGER NOT NULL,
+	id		TEXT NOT NULL,
+	off		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,
+	PRIMARY KEY (topic, id)
+) WITHOUT ROWID;
+
+-- A consumer group: a cursor over one topic.  Every offset below pos has
+-- been handed out; the ones not yet settled have a row in delivery.
+CREATE TABLE grp (
+	id		INTEGER PRIMARY KEY,
+	topic		INTEGER NOT NULL,
+	name		TEXT NOT NULL,
+	created		INTEGER NOT NULL,
+	pos		INTEGER NOT NULL,
+	lease		INTEGER NOT NULL DEFAULT 30000,
+	max_attempts	INTEGER NOT NULL DEFAULT 16,
+	backoff		TEXT NOT NULL DEFAULT '10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h',
+	ordered		INTEGER NOT NULL DEFAULT 0,
+	settled		INTEGER NOT NULL DEFAULT 0,	-- messages settled, ever
+	UNIQUE (topic, name)
+);
+
+-- One row per message a group has handed out and not settled.
+--   state 0: waiting until due (retry backoff, delay, behind its key)
+--   state 1: leased until due, by receipt token (and consumer, if local)
+--   state 2: dead letter, with reason
+-- attempt counts deliveries made; expired counts leases that ran out.
+CREATE TABLE delivery (
+	grp		INTEGER NOT NULL,
+	off		INTEGER NOT NULL,
+	state		INTEGER NOT NULL,
+	due		INTEGER NOT NULL,
+	attempt		INTEGER NOT NULL DEFAULT 0,
+	expired		INTEGER NOT NULL DEFAULT 0,
+	token		INTEGER NOT NULL DEFAULT 0,
+	consumer	INTEGER,
+	key		TEXT,
+	reason		TEXT,
+	PRIMARY KEY (grp, off)
+) WITHOUT ROWID;
+CREATE INDEX delivery_due ON delivery (grp, due) WHERE state < 2;
+CREATE INDEX delivery_key ON delivery (grp, key, off) WHERE key IS NOT NULL;
+CREATE INDEX delivery_consumer ON delivery (consumer) WHERE consumer IS NOT NULL;
+
+-- Running consumers.  A lease with a consumer belongs to that process: when
+-- the process is gone (same host and boot, pid gone or started at another
+-- time; or same host, another boot) its leases are released at once.
+CREATE TABLE consumer (
+	id		INTEGER PRIMARY KEY,
+	grp		INTEGER NOT NULL,
+	host		TEXT NOT NULL,
+	boot		TEXT NOT NULL,
+	pid		INTEGER NOT NULL,
+	start		INTEGER NOT NULL,	-- process start time, clock ticks since boot
+	since		INTEGER NOT NULL,
+	seen		INTEGER NOT NULL
+);
+
+-- Delivery history for --trace: one row per event of a delivery.  Rows go
+-- when their message is purged.
+CREATE TABLE history (
+	grp		INTEGER NOT NULL,
+	off		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,
+	attempt		INTEGER NOT NULL,
+	event		TEXT NOT NULL,
+	host		TEXT,
+	pid		INTEGER,
+	reason		TEXT
+);
+CREATE INDEX history_msg ON history (grp, off);
