@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -194,6 +195,27 @@ busy_timeout(void)
 	return ms > INT_MAX ? INT_MAX : ms;
 }
 
+/*
+ * SQLite's own busy handler sleeps longer and longer (up to 100ms a try),
+ * so under contention a waiter can lose every race for seconds.  This one
+ * retries every 0.2-2ms, at random, until the timeout.
+ */
+static int
+on_busy(void *arg, int count)
+{
+	struct mq *q = arg;
+	struct timespec ts;
+
+	if (count == 0)
+		q->busy_since = mq_now();
+	else if (mq_now() - q->busy_since >= q->busy_ms)
+		return 0;
+	ts.tv_sec = 0;
+	ts.tv_nsec = 200000 + (long)arc4random_uniform(1800000);
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
 static void
 create_or_migrate(struct mq *q)
 {
@@ -258,7 +280,8 @@ mq_open(const char *path, int mode)
 		mq_dbdie(q, "cannot open database");
 	}
 	sqlite3_extended_result_codes(q->db, 1);
-	sqlite3_busy_timeout(q->db, (int)busy_timeout());
+	q->busy_ms = busy_timeout();
+	sqlite3_busy_handler(q->db, on_busy, q);
 
 	appid = pragma_int(q, "PRAGMA application_id");
 	v = pragma_int(q, "PRAGMA user_version");

@@ -16,6 +16,7 @@ struct mq {
 	char		*path;
 	int		 mode;
 	int		 in_tx;
+	int64_t		 busy_ms, busy_since;
 	sqlite3_stmt	*stmt[MQ_NSTMT];
 };
 

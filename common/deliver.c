@@ -320,6 +320,15 @@ mq_claim(struct mq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	k.out = out;
 	k.max = max;
 	reap_now_and_then(q);
+	/* nothing to claim: learn it without the write lock */
+	k.now = mq_now();
+	if (mq_topic_get(q, c->topic, &k.t) &&
+	    mq_group_get(q, &k.t, c->group, &k.g) &&
+	    !mq_store_claimable(q, &k.g, k.now)) {
+		if (next_due)
+			*next_due = mq_store_next_due(q, &k.g, k.now);
+		return 0;
+	}
 	mq_begin(q);
 	k.now = mq_now();
 	if (!mq_topic_get(q, c->topic, &k.t)) {

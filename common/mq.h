@@ -198,6 +198,7 @@ int	 mq_store_new(struct mq *, const struct mq_group *, int64_t from,
 	    int64_t upto, struct mq_delivery *out, int max);
 int64_t	 mq_store_next_due(struct mq *, const struct mq_group *,
 	    int64_t now);
+int	 mq_store_claimable(struct mq *, const struct mq_group *, int64_t now);
 int	 mq_store_key_busy(struct mq *, const struct mq_group *, const char *key);
 int	 mq_store_delivery_get(struct mq *, int64_t grp, int64_t off,
 	    struct mq_delivery *);

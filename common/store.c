@@ -32,6 +32,7 @@ enum {
 	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
 	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
+	S_CLAIMABLE,
 	S_LAST
 };
 
@@ -1172,4 +1173,29 @@ mq_store_consumers_of(struct mq *q, int64_t grp, struct mq_consumer **out,
 	*out = c;
 	*held = h;
 	return n;
+}
+
+/*
+ * Whether a claim could find something: a delivery due, or a message at or
+ * after the group's position.  A read, so idle consumers need not take the
+ * write lock to learn there is nothing (it may say yes for an ordered
+ * group whose due rows all wait behind their keys).
+ */
+int
+mq_store_claimable(struct mq *q, const struct mq_group *g, int64_t now)
+{
+	sqlite3_stmt *s = mq_stmt(q, S_CLAIMABLE,
+	    "SELECT EXISTS (SELECT 1 FROM delivery WHERE grp = ?1 AND state < 2 "
+	    "AND due <= ?2) OR EXISTS (SELECT 1 FROM msg WHERE topic = ?3 "
+	    "AND off >= ?4)");
+	int yes = 1;
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int64(s, 3, g->topic);
+	sqlite3_bind_int64(s, 4, g->pos);
+	if (mq_step(q, s, "cannot read deliveries") == SQLITE_ROW)
+		yes = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	return yes;
 }
