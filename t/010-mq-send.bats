@@ -66,6 +66,12 @@ bodies() {
 	assert_output $'1\n2\n3'
 }
 
+# BUG: under the sanitizer build (make asan) every program that reads
+# stdin (mq-send, mq-ack) dies at once with status 1: "common/input.c:88:
+# runtime error: null pointer passed as argument 1" (memchr on in->buf,
+# still NULL before the first read).  So the stdin tests here and in
+# t/030-mq-ack.bats fail with MQ_BIN=build-asan.
+# repro: make asan; echo a | build-asan/mq-send t; echo $?   # 1
 @test "stdin: one message per line, last line without newline too" {
 	run -0 bash -c 'printf "a\nb c\n\td\ne" | mq-send t'
 	assert_output $'1\n2\n3\n4'

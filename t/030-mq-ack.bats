@@ -115,17 +115,19 @@ state() {
 @test "malformed receipts: exit 65, nothing applied, not even the valid ones" {
 	mq-send -q t a
 	r=$(receive)
-	for bad in foo t:default:x:1:abcdef12 t:default:1:1 t:default:1:1:abcdefgh \
+	for bad in foo t:g:x:1:abcdefgh t:default:x:1:abcdef12 t:default:1:1 t:default:1:1:abcdefgh \
 	    t:default:1:1:abcdef1 t:default:1:1:abcdef123 t:default:0:1:abcdef12 \
 	    t:default:1:0:abcdef12 .t:default:1:1:abcdef12 t::1:1:abcdef12 \
 	    'a b:default:1:1:abcdef12' ''; do
 		run -65 --separate-stderr mq-ack "$r" "$bad"
 		one_line_error 65
-		run -65 --separate-stderr mq-ack "$bad" "$r"
-		one_line_error 65
 		run -0 state 1
 		assert_output '1|1'
 	done
+	run -65 --separate-stderr mq-ack foo "$r"
+	one_line_error 65
+	run -65 --separate-stderr bash -c "printf '%s\n' '$r' 'not-a-receipt' | mq-ack"
+	one_line_error 65
 	run -0 mq-ack "$r"
 	run -0 state 1
 	assert_output ''
