@@ -41,6 +41,9 @@ CREATE TABLE msg (
 	PRIMARY KEY (topic, off)
 ) WITHOUT ROWID;
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
+-- Delayed messages only (since version 2), so monitors count them without
+-- reading the log.
+CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;
 
 -- Idempotent producers: a dedup id seen inside the topic's window maps to
 -- the offset it was first stored at.

@@ -449,9 +449,9 @@ consumers(struct mq *q, int as_json)
 	mq_table_free(tb);
 }
 
-/* One line per breach; returns how many. */
+/* One line per breach, on f; returns how many. */
 static int
-check(void)
+check(FILE *f)
 {
 	char v[32], l[32];
 	int i, w, n = 0;
@@ -472,7 +472,7 @@ check(void)
 				snprintf(l, sizeof l, "%lld",
 				    (long long)lim->value);
 			}
-			printf("%s/%s: %s %s > %s\n", rows[i].t.name,
+			fprintf(f, "%s/%s: %s %s > %s\n", rows[i].t.name,
 			    rows[i].g.name, limit_names[w], v, l);
 			n++;
 		}
@@ -615,6 +615,9 @@ main(int argc, char *argv[])
 	if (every >= 0 && (mode || view))
 		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");
+	if (nlimits && view)
+		mq_die(MQ_EX_USAGE, "thresholds apply to groups: not with "
+		    "--topics or --consumers");
 	if (mode == 'P' && view)
 		mq_die(MQ_EX_USAGE, "--prometheus goes without --topics and "
 		    "--consumers");
@@ -641,8 +644,9 @@ main(int argc, char *argv[])
 		else
 			table(0);
 	}
-	if (nlimits && view != 'T')
-		breaches = check();
+	/* machine formats stay parseable: breaches go to stderr then */
+	if (nlimits)
+		breaches = check(mode && !quiet ? stderr : stdout);
 	mq_close(q);
 	c = mq_finish();
 	return c ? c : breaches ? MQ_EX_NONE : 0;

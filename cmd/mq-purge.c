@@ -32,15 +32,32 @@ usage(FILE *f, int st)
 }
 
 static void
+progress(const char *name, int64_t total, int64_t *shown)
+{
+	if (isatty(2) && !quiet && mq_now() - *shown >= 1000) {
+		*shown = mq_now();
+		fprintf(stderr, "\r%s: %lld deleted...", name, (long long)total);
+	}
+}
+
+/*
+ * Below `all` every message goes (retention, or --force); from there to
+ * `settled` the ones no group holds.  Chunk by chunk, each its own short
+ * transaction; the groups' positions are read again under each chunk's
+ * lock, so a group rewound meanwhile is respected.
+ */
+static void
 purge_topic(struct mq *q, const char *name)
 {
 	struct mq_topic t;
 	struct mq_group g;
-	int64_t settled, target, lo, hi, n, bytes, total = 0, totbytes = 0;
-	int64_t dropped = 0, now = mq_now(), shown = now;
+	int64_t all = 0, settled, lo, hi, mid, n, bytes, total = 0, totbytes = 0;
+	int64_t dropped = 0, now = mq_now(), shown, skip = 0, held;
+	int64_t line = INT64_MAX;	/* with --older-than/--before-offset */
 	int fixed = older >= 0 || before >= 0;
 	char buf[16];
 
+	shown = now;
 	if (dry)
 		mq_begin_read(q);
 	else
@@ -52,69 +69,75 @@ purge_topic(struct mq *q, const char *name)
 			mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", name,
 			    group);
 		dropped = mq_store_drop_dead(q, &t, group ? &g : NULL, dry);
+		skip = dry ? (group ? g.id : -1) : 0;
 	}
 	if (!fixed)
 		mq_store_dedup_expire(q, &t, now, dry);
-	settled = mq_store_settled_below(q, &t);
 	lo = mq_store_first_off(q, &t);
+	settled = mq_store_handed_out(q, &t);
 	if (before >= 0)
-		target = before;
+		all = before;
 	else if (older >= 0)
-		target = mq_store_offset_at(q, &t, now - older);
-	else {
-		target = settled;
-		if (t.retention >= 0) {
-			int64_t r = mq_store_offset_at(q, &t, now - t.retention);
-
-			if (r > target)
-				target = r;
-		}
-	}
-	if (fixed && target > settled && !force && lo && target > lo) {
-		mq_store_range_size(q, &t, settled > lo ? settled : lo, target,
-		    &n, &bytes);
-		if (n > 0) {
-			mq_human_size(bytes, buf, sizeof buf);
-			mq_warn("%s: would delete %lld messages (%s) that not "
-			    "every group has settled; use --force", name,
-			    (long long)n, buf);
+		all = mq_store_offset_at(q, &t, now - older);
+	else if (t.retention >= 0)
+		all = mq_store_offset_at(q, &t, now - t.retention);
+	if (fixed) {
+		/* only what is below the line, and all of it or nothing */
+		settled = all < settled ? all : settled;
+		mq_store_range_size(q, &t, lo, all, 0, 0, &n, &bytes);
+		mq_store_range_size(q, &t, lo, settled, 1, skip, &held, &bytes);
+		held = n - held;
+		if (held > 0 && !force) {
+			mq_warn("%s: would delete %lld messages that not every "
+			    "group has settled; use --force", name,
+			    (long long)held);
 			status = MQ_EX_NONE;
 			mq_rollback(q);
 			return;
 		}
+		line = all;
+		if (!force)
+			all = 0;	/* everything below is settled anyway */
 	}
 	if (dry) {
-		if (lo && target > lo)
-			mq_store_range_size(q, &t, lo, target, &total, &totbytes);
+		if (lo) {
+			mid = all > lo ? all : lo;
+			mq_store_range_size(q, &t, lo, mid, 0, 0, &total,
+			    &totbytes);
+			mq_store_range_size(q, &t, mid, settled, 1, skip, &n,
+			    &bytes);
+			total += n;
+			totbytes += bytes;
+		}
 		mq_rollback(q);
 	} else {
 		mq_commit(q);
-		while (lo && lo < target) {
+		while (lo && (lo < all || lo < settled)) {
 			mq_begin(q);
 			if (!mq_topic_get(q, name, &t)) {
 				mq_rollback(q);
 				break;
 			}
-			hi = lo + CHUNK < target ? lo + CHUNK : target;
-			if (!fixed && t.retention < 0) {
-				settled = mq_store_settled_below(q, &t);
-				if (hi > settled)
-					hi = settled;
+			hi = lo + CHUNK;
+			if (lo < all) {
+				hi = hi < all ? hi : all;
+				mq_store_purge_range(q, &t, lo, hi, 0, &n, &bytes);
+			} else {
+				settled = mq_store_handed_out(q, &t);
+				if (settled > line)
+					settled = line;
+				hi = hi < settled ? hi : settled;
+				if (hi <= lo) {
+					mq_rollback(q);
+					break;
+				}
+				mq_store_purge_range(q, &t, lo, hi, 1, &n, &bytes);
 			}
-			if (hi <= lo) {
-				mq_rollback(q);
-				break;
-			}
-			mq_store_purge_range(q, &t, lo, hi, &n, &bytes);
 			mq_commit(q);
 			total += n;
 			totbytes += bytes;
 			lo = hi;
-			if (isatty(2) && !quiet && mq_now() - shown >= 1000) {
-				shown = mq_now();
-				fprintf(stderr, "\r%s: %lld deleted...", name,
-				    (long long)total);
-			}
+			progress(name, total, &shown);
 		}
 		if (shown != now)
 			fputc('\n', stderr);

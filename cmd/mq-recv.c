@@ -56,7 +56,7 @@ main(int argc, char *argv[])
 	struct mq_waiter *w = NULL;
 	struct mq *q;
 	int64_t wait = 0, next_due, until, now, member = 0, beat;
-	long limit = 1, got = 0;
+	long limit = -1, got = 0;
 	int c, i, k, jobs = 1, follow = 0, want, status;
 
 	mq_setprog(argv[0]);
@@ -108,6 +108,8 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc < 1)
 		usage(stderr, MQ_EX_USAGE);
+	if (limit < 0)
+		limit = follow ? 0 : 1;	/* -f follows for ever unless -n */
 	cl.topic = o.topic = mq_name_arg(argv[0], "topic");
 	o.group = cl.group;
 	o.with_receipt = !cl.autoack;
@@ -143,7 +145,8 @@ main(int argc, char *argv[])
 	if (follow || wait)
 		w = mq_waiter_new(q);
 	if (follow)	/* listed by mq-lag --consumers; its leases stay the receipts' */
-		member = mq_consumer_join(q, cl.topic, cl.group, NULL);
+		member = mq_consumer_join(q, cl.topic, cl.group, cl.latest,
+		    NULL);
 	beat = mq_now() + 10000;
 	while (!mq_stop) {
 		want = CHUNK;

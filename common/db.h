@@ -9,7 +9,7 @@
 
 #include "mq.h"
 
-#define MQ_NSTMT	64
+#define MQ_NSTMT	96
 
 struct mq {
 	sqlite3		*db;

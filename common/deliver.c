@@ -134,7 +134,7 @@ reap_now_and_then(struct mq *q)
 /* Registers this process as a consumer of a group; *lease gets its lease. */
 int64_t
 mq_consumer_join(struct mq *q, const char *topic, const char *group,
-    int64_t *lease)
+    int latest, int64_t *lease)
 {
 	struct mq_consumer c;
 	struct mq_topic t;
@@ -150,7 +150,7 @@ mq_consumer_join(struct mq *q, const char *topic, const char *group,
 	mq_begin(q);
 	mq_topic_ensure(q, topic, &t);
 	if (!mq_group_get(q, &t, group, &g))
-		mq_group_create(q, &t, group, 0, &g);
+		mq_group_create(q, &t, group, latest, &g);
 	c.grp = g.id;
 	if (lease)
 		*lease = g.lease;
@@ -234,8 +234,9 @@ deliver(struct claimer *k, struct mq_delivery *d)
 	}
 	m->attempt = d->attempt;
 	m->token = d->token;
-	mq_format_receipt(m->receipt, sizeof m->receipt, k->t.name, k->g.name,
-	    d->off, d->attempt, d->token);
+	if (!k->c->autoack)	/* settled already: no receipt to give */
+		mq_format_receipt(m->receipt, sizeof m->receipt, k->t.name,
+		    k->g.name, d->off, d->attempt, d->token);
 	k->n++;
 }
 

@@ -119,15 +119,21 @@ setenv_num(const char *name, long long v)
 	setenv(name, buf, 1);
 }
 
+/*
+ * Starts the handler; returns its pid, or -errno when it could not be
+ * executed (learned through a close-on-exec pipe: EOF means exec worked).
+ */
 static pid_t
 spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
 {
-	int fd = body_fd(m);
+	int fd = body_fd(m), ep[2], eno = 0;
 	char ts[40];
 	pid_t pid;
 
 	fflush(stdout);
 	fflush(stderr);
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot create pipe:");
 	if ((pid = fork()) < 0)
 		mq_die(MQ_EX_SOFTWARE, "cannot fork:");
 	if (pid == 0) {
@@ -150,12 +156,21 @@ spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
 		mq_rfc3339(m->ts, ts, sizeof ts);
 		setenv("MQ_TIME", ts, 1);
 		execvp(x->argv[0], x->argv);
-		fprintf(stderr, "%s: cannot run %s: %s\n", mq_prog, x->argv[0],
-		    strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
+		eno = errno;
+		(void)write(ep[1], &eno, sizeof eno);
+		_exit(127);
 	}
 	setpgid(pid, pid);	/* no race with the child's own call */
 	close(fd);
+	close(ep[1]);
+	while (read(ep[0], &eno, sizeof eno) < 0 && errno == EINTR)
+		;
+	close(ep[0]);
+	if (eno) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return -eno;
+	}
 	return pid;
 }
 
@@ -211,6 +226,61 @@ reap_jobs(struct mq *q, struct job *jobs, int n)
 	return running;
 }
 
+/* A message whose handler never ran goes back, due now. */
+static void
+release(struct mq *q, struct mq_msg *m)
+{
+	struct mq_receipt r;
+	struct mq_settle s;
+
+	memset(&s, 0, sizeof s);
+	s.how = MQ_RELEASE;
+	s.reason = "handler could not be run";
+	if (mq_parse_receipt(m->receipt, &r) == 0) {
+		mq_begin(q);
+		mq_settle(q, &r, &s);
+		mq_commit(q);
+	}
+	mq_msg_free(m);
+}
+
+/*
+ * The second signal: handlers get SIGTERM, then SIGKILL after a grace
+ * time, and are waited for, so none still runs when its message is
+ * released for redelivery.
+ */
+static void
+stop_jobs(struct job *jobs, int n)
+{
+	int i, left;
+	int64_t end = mq_now() + 2000;
+	pid_t pid;
+
+	for (i = 0; i < n; i++)
+		if (jobs[i].pid)
+			kill(-jobs[i].pid, SIGTERM);
+	for (;;) {
+		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+			for (i = 0; i < n; i++)
+				if (jobs[i].pid == pid)
+					jobs[i].pid = 0;
+		for (left = i = 0; i < n; i++)
+			left += jobs[i].pid != 0;
+		if (!left)
+			break;
+		if (mq_now() >= end) {
+			for (i = 0; i < n; i++)
+				if (jobs[i].pid) {
+					kill(-jobs[i].pid, SIGKILL);
+					waitpid(jobs[i].pid, NULL, 0);
+					jobs[i].pid = 0;
+				}
+			break;
+		}
+		usleep(10000);
+	}
+}
+
 int
 mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
 {
@@ -219,11 +289,12 @@ mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
 	struct mq_waiter *w;
 	int64_t now, next_due, beat, lease, wake;
 	long taken = 0;
-	int i, k, running = 0, want, stopped = 0;
+	int i, k, running = 0, want, stopped = 0, failed = 0;
 
 	memset(jobs, 0, x->jobs * sizeof *jobs);
 	mq_catch_stop();
-	c->consumer = mq_consumer_join(q, c->topic, c->group, &lease);
+	c->consumer = mq_consumer_join(q, c->topic, c->group, c->latest,
+	    &lease);
 	if (c->lease)
 		lease = c->lease;
 	w = mq_waiter_new(q);
@@ -246,11 +317,20 @@ mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
 			k = mq_claim(q, c, msgs, want, &next_due);
 			for (i = 0; i < k; i++) {
 				int slot = 0;
+				pid_t pid;
 
 				while (jobs[slot].pid)
 					slot++;
+				if (failed || (pid = spawn(c, x, &msgs[i])) < 0) {
+					/* not run: give it back untouched */
+					if (!failed)
+						failed = -pid;
+					release(q, &msgs[i]);
+					stopped = 1;
+					continue;
+				}
 				jobs[slot].msg = msgs[i];
-				jobs[slot].pid = spawn(c, x, &msgs[i]);
+				jobs[slot].pid = pid;
 				running++;
 			}
 			taken += k;
@@ -274,17 +354,18 @@ mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
 			wake = mq_now() + 1000;	/* look for dead consumers */
 		mq_wait(w, wake, sigpipe[0]);
 	}
-	if (mq_stop >= 2) {
-		for (i = 0; i < x->jobs; i++)
-			if (jobs[i].pid)
-				kill(-jobs[i].pid, SIGTERM);
-	}
-	mq_consumer_leave(q, c->consumer);
+	if (mq_stop >= 2)
+		stop_jobs(jobs, x->jobs);
+	mq_consumer_leave(q, c->consumer);	/* releases what is still held */
 	mq_waiter_free(w);
 	for (i = 0; i < x->jobs; i++)
 		mq_msg_free(&jobs[i].msg);
 	free(jobs);
 	free(msgs);
+	if (failed)
+		mq_die(failed == ENOENT ? MQ_EX_NOINPUT : failed == EACCES ?
+		    MQ_EX_NOPERM : MQ_EX_SOFTWARE, "cannot run %s: %s",
+		    x->argv[0], strerror(failed));
 	if (mq_stop >= 2)
 		return 130;
 	return taken || mq_stop ? 0 : MQ_EX_NONE;

@@ -174,12 +174,13 @@ struct mq_event {
 void	 mq_store_history_each(struct mq *, int64_t grp, int64_t off,
 	    void (*fn)(const struct mq_event *, void *), void *arg);
 
-int64_t	 mq_store_settled_below(struct mq *, const struct mq_topic *);
+int64_t	 mq_store_handed_out(struct mq *, const struct mq_topic *);
 int64_t	 mq_store_first_off(struct mq *, const struct mq_topic *);
 void	 mq_store_range_size(struct mq *, const struct mq_topic *, int64_t lo,
-	    int64_t hi, int64_t *n, int64_t *bytes);
+	    int64_t hi, int settled, int64_t skip_dead, int64_t *n,
+	    int64_t *bytes);
 void	 mq_store_purge_range(struct mq *, struct mq_topic *, int64_t lo,
-	    int64_t hi, int64_t *n, int64_t *bytes);
+	    int64_t hi, int settled, int64_t *n, int64_t *bytes);
 int64_t	 mq_store_drop_dead(struct mq *, const struct mq_topic *,
 	    const struct mq_group *, int dry);
 void	 mq_store_vacuum(struct mq *);
@@ -260,7 +261,7 @@ int	 mq_settle(struct mq *, const struct mq_receipt *,
 	    const struct mq_settle *);
 
 int64_t	 mq_consumer_join(struct mq *, const char *topic, const char *group,
-	    int64_t *lease);
+	    int latest, int64_t *lease);
 void	 mq_consumer_leave(struct mq *, int64_t id);
 void	 mq_consumer_heartbeat(struct mq *, int64_t id, int64_t lease_until);
 const char *mq_hostname(void);

@@ -265,7 +265,10 @@ mq_out_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 		break;
 	case MQ_OUT_NUL:
 		if (o->with_receipt) {
-			fputs(m->receipt[0] ? m->receipt : "", f);
+			if (m->receipt[0])
+				fputs(m->receipt, f);
+			else
+				fprintf(f, "%lld", (long long)m->off);
 			putc('\t', f);
 		}
 		fwrite(m->body, 1, m->len, f);

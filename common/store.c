@@ -32,7 +32,8 @@ enum {
 	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
 	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
-	S_CLAIMABLE,
+	S_CLAIMABLE, S_GSTATS_DELAYED, S_RANGE_SETTLED, S_DEL_SETTLED,
+	S_DEL_HIST_GONE,
 	S_LAST
 };
 
@@ -742,9 +743,10 @@ mq_group_stats(struct mq *q, const struct mq_topic *t,
 	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due > ?2), "
 	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due <= ?2), "
 	    "count(*) FILTER (WHERE state = 2), "
-	    "min(off) FILTER (WHERE state < 2) "
+	    "min(off) FILTER (WHERE state = 1 OR (state = 0 AND "
+	    "(attempt > 0 OR due <= ?2))) "
 	    "FROM delivery WHERE grp = ?1");
-	int64_t first;
+	int64_t off;
 
 	memset(st, 0, sizeof *st);
 	sqlite3_bind_int64(s, 1, g->id);
@@ -760,24 +762,45 @@ mq_group_stats(struct mq *q, const struct mq_topic *t,
 		    0 : sqlite3_column_int64(s, 6);
 	}
 	sqlite3_reset(s);
-	first = g->pos;
-	st->pending = t->next_off > first ? t->next_off - first : 0;
+
+	/* not handed out yet: the messages from pos on, less the delayed */
+	st->pending = t->next_off > g->pos ? t->next_off - g->pos : 0;
+	if (st->pending) {
+		int64_t delayed = 0;
+
+		s = mq_stmt(q, S_GSTATS_DELAYED,
+		    "SELECT count(*) FROM msg INDEXED BY msg_delayed "
+		    "WHERE topic = ? AND off >= ? AND due > ts AND due > ?");
+		sqlite3_bind_int64(s, 1, t->id);
+		sqlite3_bind_int64(s, 2, g->pos);
+		sqlite3_bind_int64(s, 3, now);
+		if (mq_step(q, s, "cannot count messages") == SQLITE_ROW)
+			delayed = sqlite3_column_int64(s, 0);
+		sqlite3_reset(s);
+		st->pending -= delayed < st->pending ? delayed : st->pending;
+		st->delayed += delayed;
+	}
 	st->lag = st->pending + st->inflight + st->expired + st->retrying +
 	    st->waiting;
-	if (st->pending && (!st->oldest_off || g->pos < st->oldest_off))
-		st->oldest_off = g->pos;
-	st->oldest_ts = 0;
-	if (st->oldest_off) {
-		struct mq_msg m;
 
-		memset(&m, 0, sizeof m);
+	/* the oldest due and unsettled message: a delivery row or pending */
+	st->oldest_ts = 0;
+	off = st->oldest_off;
+	if (st->pending && (!off || g->pos < off))
+		off = g->pos;
+	if (off) {
 		s = mq_stmt(q, S_GSTATS_OLDEST,
-		    "SELECT ts FROM msg WHERE topic = ? AND off >= ? "
+		    "SELECT off, ts FROM msg WHERE topic = ?1 AND off >= ?2 "
+		    "AND NOT (due > ts AND due > ?3 AND off >= ?4) "
 		    "ORDER BY off LIMIT 1");
 		sqlite3_bind_int64(s, 1, t->id);
-		sqlite3_bind_int64(s, 2, st->oldest_off);
-		if (mq_step(q, s, "cannot read messages") == SQLITE_ROW)
-			st->oldest_ts = sqlite3_column_int64(s, 0);
+		sqlite3_bind_int64(s, 2, off);
+		sqlite3_bind_int64(s, 3, now);
+		sqlite3_bind_int64(s, 4, g->pos);
+		if (mq_step(q, s, "cannot read messages") == SQLITE_ROW) {
+			st->oldest_off = sqlite3_column_int64(s, 0);
+			st->oldest_ts = sqlite3_column_int64(s, 1);
+		}
 		sqlite3_reset(s);
 	}
 	s = mq_stmt(q, S_GCOUNT, "SELECT count(*) FROM consumer WHERE grp = ?");
@@ -998,17 +1021,16 @@ mq_store_history_each(struct mq *q, int64_t grp, int64_t off,
 /* retention */
 
 /*
- * Every offset below the returned one is settled by every group of the
- * topic: below each group's position and below its first delivery row
- * (dead letters included: their messages are kept until they are redriven
- * or dropped).  A topic without groups has nothing settled: 0.
+ * Every offset below the returned one has been handed out to every group
+ * of the topic (the lowest position); those of them without a delivery
+ * row in any group are settled by all.  A topic without groups has
+ * nothing handed out: 0.
  */
 int64_t
-mq_store_settled_below(struct mq *q, const struct mq_topic *t)
+mq_store_handed_out(struct mq *q, const struct mq_topic *t)
 {
 	sqlite3_stmt *s = mq_stmt(q, S_SETTLED,
-	    "SELECT min(min(g.pos, coalesce((SELECT min(d.off) FROM delivery d "
-	    "WHERE d.grp = g.id), g.pos))) FROM grp g WHERE g.topic = ?");
+	    "SELECT min(pos) FROM grp WHERE topic = ?");
 	int64_t off = 0;
 
 	sqlite3_bind_int64(s, 1, t->id);
@@ -1033,19 +1055,36 @@ mq_store_first_off(struct mq *q, const struct mq_topic *t)
 	return off;
 }
 
-/* Count and body bytes of the messages with lo <= off < hi. */
+/*
+ * "No group holds this message": no delivery row for it in any group of
+ * the topic, dead letters of group ?4 (-1: of every group) not counted.
+ */
+#define UNHELD "NOT EXISTS (SELECT 1 FROM delivery d WHERE d.grp IN " \
+	"(SELECT id FROM grp WHERE topic = ?1) AND d.off = msg.off AND " \
+	"NOT (d.state = 2 AND (?4 = -1 OR ?4 = d.grp)))"
+
+/*
+ * Count and body bytes of the messages with lo <= off < hi; with settled,
+ * only those no group holds (see UNHELD; skip_dead as its ?4).
+ */
 void
 mq_store_range_size(struct mq *q, const struct mq_topic *t, int64_t lo,
-    int64_t hi, int64_t *n, int64_t *bytes)
+    int64_t hi, int settled, int64_t skip_dead, int64_t *n, int64_t *bytes)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_RANGE_SIZE,
-	    "SELECT count(*), coalesce(sum(length(body)), 0) FROM msg "
-	    "WHERE topic = ? AND off >= ? AND off < ?");
+	sqlite3_stmt *s = settled ?
+	    mq_stmt(q, S_RANGE_SETTLED, "SELECT count(*), "
+	    "coalesce(sum(length(body)), 0) FROM msg WHERE topic = ?1 "
+	    "AND off >= ?2 AND off < ?3 AND " UNHELD) :
+	    mq_stmt(q, S_RANGE_SIZE, "SELECT count(*), "
+	    "coalesce(sum(length(body)), 0) FROM msg WHERE topic = ?1 "
+	    "AND off >= ?2 AND off < ?3");
 
 	*n = *bytes = 0;
 	sqlite3_bind_int64(s, 1, t->id);
 	sqlite3_bind_int64(s, 2, lo);
 	sqlite3_bind_int64(s, 3, hi);
+	if (settled)
+		sqlite3_bind_int64(s, 4, skip_dead);
 	if (mq_step(q, s, "cannot count messages") == SQLITE_ROW) {
 		*n = sqlite3_column_int64(s, 0);
 		*bytes = sqlite3_column_int64(s, 1);
@@ -1062,36 +1101,53 @@ bind3(sqlite3_stmt *s, int64_t a, int64_t b, int64_t c)
 }
 
 /*
- * Deletes the messages with lo <= off < hi, with their deliveries (of
- * every state) and history, moves groups still before hi up to it, and
- * keeps the topic's counters.  One call, one short piece of a purge: the
- * caller holds the write lock for just this range.
+ * Deletes the messages with lo <= off < hi and their history, and keeps
+ * the topic's counters.  With settled, only those no group holds;
+ * otherwise all of them, with their deliveries of every state, and groups
+ * still before hi move up to it.  One call is one short piece of a purge:
+ * the caller holds the write lock for just this range.
  */
 void
 mq_store_purge_range(struct mq *q, struct mq_topic *t, int64_t lo, int64_t hi,
-    int64_t *n, int64_t *bytes)
+    int settled, int64_t *n, int64_t *bytes)
 {
 	sqlite3_stmt *s;
 
-	mq_store_range_size(q, t, lo, hi, n, bytes);
-	s = mq_stmt(q, S_DEL_MSG,
-	    "DELETE FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3");
-	bind3(s, t->id, lo, hi);
-	mq_step(q, s, "cannot delete messages");
-	s = mq_stmt(q, S_DEL_DLV,
-	    "DELETE FROM delivery WHERE grp IN (SELECT id FROM grp "
-	    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
-	bind3(s, t->id, lo, hi);
-	mq_step(q, s, "cannot delete deliveries");
-	s = mq_stmt(q, S_DEL_HIST,
-	    "DELETE FROM history WHERE grp IN (SELECT id FROM grp "
-	    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
-	bind3(s, t->id, lo, hi);
-	mq_step(q, s, "cannot delete history");
-	s = mq_stmt(q, S_BUMP_POS,
-	    "UPDATE grp SET pos = ?3 WHERE topic = ?1 AND pos < ?3");
-	bind3(s, t->id, lo, hi);
-	mq_step(q, s, "cannot update groups");
+	mq_store_range_size(q, t, lo, hi, settled, 0, n, bytes);
+	if (*n == 0 && settled)
+		return;
+	if (settled) {
+		s = mq_stmt(q, S_DEL_SETTLED, "DELETE FROM msg WHERE topic = ?1 "
+		    "AND off >= ?2 AND off < ?3 AND " UNHELD);
+		bind3(s, t->id, lo, hi);
+		sqlite3_bind_int64(s, 4, 0);
+		mq_step(q, s, "cannot delete messages");
+		s = mq_stmt(q, S_DEL_HIST_GONE, "DELETE FROM history WHERE grp "
+		    "IN (SELECT id FROM grp WHERE topic = ?1) AND off >= ?2 AND "
+		    "off < ?3 AND NOT EXISTS (SELECT 1 FROM msg WHERE "
+		    "topic = ?1 AND msg.off = history.off)");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot delete history");
+	} else {
+		s = mq_stmt(q, S_DEL_MSG,
+		    "DELETE FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot delete messages");
+		s = mq_stmt(q, S_DEL_DLV,
+		    "DELETE FROM delivery WHERE grp IN (SELECT id FROM grp "
+		    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot delete deliveries");
+		s = mq_stmt(q, S_DEL_HIST,
+		    "DELETE FROM history WHERE grp IN (SELECT id FROM grp "
+		    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot delete history");
+		s = mq_stmt(q, S_BUMP_POS,
+		    "UPDATE grp SET pos = ?3 WHERE topic = ?1 AND pos < ?3");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot update groups");
+	}
 	s = mq_stmt(q, S_TOPIC_SHRINK,
 	    "UPDATE topic SET msgs = max(msgs - ?2, 0), bytes = max(bytes - ?3, 0) "
 	    "WHERE id = ?1");

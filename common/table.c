@@ -121,6 +121,8 @@ mq_human_age(int64_t ms, char *buf, size_t len)
 
 	if (ms < 0)
 		snprintf(buf, len, "-");
+	else if (ms < 10000)
+		snprintf(buf, len, "%.1fs", ms / 1e3);
 	else if (s < 60)
 		snprintf(buf, len, "%llds", (long long)s);
 	else if (s < 3600)

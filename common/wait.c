@@ -6,7 +6,10 @@
  * database's directory reports that write (writes to the mmapped -shm are
  * not reported, so it is not watched).  Events are only a hint: PRAGMA
  * data_version, which changes exactly when another connection committed,
- * decides.  Where inotify is missing the wait falls back to looking every
+ * decides.  The write comes before the commit is visible (the writer
+ * syncs the WAL, then publishes the commit in the -shm), so after an event
+ * with no change yet the wait looks again every millisecond for a while
+ * (HURRY_MS) instead of sleeping until the next event.  Where inotify is missing the wait falls back to looking every
  * 50ms.  Either way a wait never sleeps past `until`, so a caller that
  * knows when the next lease or retry falls due passes that time.
  *
@@ -28,6 +31,7 @@
 
 #define FALLBACK_MS	50
 #define SAFETY_MS	1000	/* look now and then even with inotify */
+#define HURRY_MS	200	/* after an event, look every ms this long */
 
 struct mq_waiter {
 	struct mq	*q;
@@ -96,7 +100,7 @@ int
 mq_wait(struct mq_waiter *w, int64_t until, int fd)
 {
 	struct pollfd pfd[2];
-	int64_t now, dv, ms;
+	int64_t now, dv, ms, hurry = 0;
 	int rc;
 
 	for (;;) {
@@ -110,6 +114,8 @@ mq_wait(struct mq_waiter *w, int64_t until, int fd)
 		ms = until - now;
 		if (ms > (w->fd >= 0 ? SAFETY_MS : FALLBACK_MS))
 			ms = w->fd >= 0 ? SAFETY_MS : FALLBACK_MS;
+		if (now < hurry)
+			ms = 1;
 		pfd[0].fd = w->fd;	/* poll ignores a negative fd */
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fd;
@@ -119,7 +125,9 @@ mq_wait(struct mq_waiter *w, int64_t until, int fd)
 			return -1;
 		if (rc > 0 && (pfd[1].revents & POLLIN))
 			return 2;
-		if (rc > 0 && (pfd[0].revents & POLLIN))
+		if (rc > 0 && (pfd[0].revents & POLLIN)) {
 			drain(w->fd);
+			hurry = mq_now() + HURRY_MS;
+		}
 	}
 }
