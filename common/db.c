@@ -13,7 +13,8 @@
  *   Busy past the timeout (MQ_BUSY_TIMEOUT, default 5s) exits 75 with the
  *   transaction rolled back, so nothing is half done.
  * - The journal is WAL, synchronous FULL unless MQ_SYNC=normal: a COMMIT
- *   that returned is on disk.
+ *   that returned is on disk.  Closing does not checkpoint (see mq_open),
+ *   so the -wal and -shm files stay beside the database.
  */
 #include <errno.h>
 #include <limits.h>
@@ -281,6 +282,13 @@ mq_open(const char *path, int mode)
 		mq_dbdie(q, "cannot open database");
 	}
 	sqlite3_extended_result_codes(q->db, 1);
+	/*
+	 * Most mq programs run for one transaction.  Were the last one to
+	 * close to checkpoint the WAL into the database, each would pay two
+	 * more fsyncs; the WAL is checkpointed as it fills instead
+	 * (wal_autocheckpoint), and mq-purge --vacuum truncates it.
+	 */
+	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	q->busy_ms = busy_timeout();
 	sqlite3_busy_handler(q->db, on_busy, q);
 
