@@ -101,9 +101,6 @@ bodies() {
 }
 
 @test "--whole: empty input is one empty message" {
-	# BUG: --whole with empty input stores nothing, prints nothing and
-	# exits 0; SPEC: --whole sends "the entire input as one message".
-	# repro: mq-send --whole t </dev/null; echo $?   # no offset, status 0
 	run -0 bash -c 'mq-send --whole t </dev/null'
 	assert_output 1
 	run -0 sql 'SELECT length(body) FROM msg'
