@@ -212,7 +212,7 @@ main(int argc, char *argv[])
 	};
 	struct mq *q;
 	struct batch b;
-	int c, i, whole = 0, timed = 0;
+	int c, i, whole = 0, delay = 0, at = 0;
 
 	mq_setprog(argv[0]);
 	while ((c = getopt_long(argc, argv, "0d:ehk:qV", opts, NULL)) != -1) {
@@ -230,11 +230,11 @@ main(int argc, char *argv[])
 		case 'W': whole = 1; break;
 		case 'D':
 			due = mq_now() + mq_duration_arg(optarg, "delay");
-			timed++;
+			delay = 1;
 			break;
 		case 'a':
 			due = mq_time_arg(optarg, "time");
-			timed++;
+			at = 1;
 			break;
 		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
 		case 'u':
@@ -255,7 +255,7 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc < 1)
 		usage(stderr, MQ_EX_USAGE);
-	if (timed > 1)
+	if (delay && at)
 		mq_die(MQ_EX_USAGE, "--delay and --at exclude each other");
 	topic = mq_name_arg(argv[0], "topic");
 	if (whole)
@@ -285,7 +285,9 @@ main(int argc, char *argv[])
 		for (i = 1; i < argc; i++) {
 			size_t n = strlen(argv[i]);
 
-			add(&b, decode(argv[i], &n), n);
+			char *body = decode(argv[i], &n);
+
+			add(&b, body, n);
 		}
 		flush(q, &b);
 		free(b.body);

@@ -218,6 +218,32 @@ on_busy(void *arg, int count)
 	return 1;
 }
 
+/*
+ * WAL mode for a new file.  It cannot change inside a transaction, and
+ * while another first writer holds a lock it fails with SQLITE_BUSY without
+ * calling the busy handler: retry until the busy timeout.
+ */
+static void
+wal_mode(struct mq *q)
+{
+	int64_t end = mq_now() + q->busy_ms;
+	sqlite3_stmt *s;
+	int rc;
+
+	for (;;) {
+		if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode=WAL", -1, &s,
+		    NULL) != SQLITE_OK)
+			mq_dbdie(q, "cannot set WAL mode");
+		rc = sqlite3_step(s);
+		sqlite3_finalize(s);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			return;
+		if ((rc & 0xff) != SQLITE_BUSY || mq_now() >= end)
+			mq_dbdie(q, "cannot set WAL mode");
+		usleep(1000 + arc4random_uniform(4000));
+	}
+}
+
 static void
 create_or_migrate(struct mq *q)
 {
@@ -254,6 +280,12 @@ mq_open(const char *path, int mode)
 
 	if (!path)
 		path = mq_default_path();
+	/* settings first: a usage error touches nothing */
+	q->busy_ms = busy_timeout();
+	sync = getenv("MQ_SYNC");
+	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
+		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",
+		    sync);
 	q->path = mq_strdup(path);
 	q->mode = mode;
 	if (stat(path, &st) < 0) {
@@ -289,12 +321,14 @@ mq_open(const char *path, int mode)
 	 * (wal_autocheckpoint), and mq-purge --vacuum truncates it.
 	 */
 	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-	q->busy_ms = busy_timeout();
 	sqlite3_busy_handler(q->db, on_busy, q);
 
+	/* one snapshot, so a file being created meanwhile reads consistently */
+	exec(q, "BEGIN", "cannot read database");
 	appid = pragma_int(q, "PRAGMA application_id");
 	v = pragma_int(q, "PRAGMA user_version");
 	tables = pragma_int(q, "SELECT count(*) FROM sqlite_master");
+	exec(q, "COMMIT", "cannot read database");
 	if (appid != MQ_APPID && !(appid == 0 && v == 0 && tables == 0))
 		mq_die(MQ_EX_DATAERR, "cannot open database %s: not an mq "
 		    "database (application_id %#llx)", path,
@@ -304,10 +338,6 @@ mq_open(const char *path, int mode)
 		    "version %lld is newer than this mq (%d); upgrade mq",
 		    path, (long long)v, SCHEMA_VERSION);
 
-	sync = getenv("MQ_SYNC");
-	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
-		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",
-		    sync);
 	exec(q, sync && !strcmp(sync, "normal") ?
 	    "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
 	    "cannot set up database");
@@ -324,10 +354,8 @@ mq_open(const char *path, int mode)
 			mq_close(mq_open(path, MQ_WRITE));
 			return mq_open(path, MQ_READ);
 		}
-		if (tables == 0) {
-			/* journal_mode cannot change inside a transaction */
-			exec(q, "PRAGMA journal_mode=WAL", "cannot set WAL mode");
-		}
+		if (tables == 0)
+			wal_mode(q);
 		create_or_migrate(q);
 	}
 	return q;

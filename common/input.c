@@ -75,7 +75,8 @@ mq_input_next(struct mq_input *in, int64_t until, char **p, size_t *n)
 		rec = in->buf + in->start;
 		avail = in->len - in->start;
 		if (in->skipping) {
-			end = in->delim >= 0 ? memchr(rec, in->delim, avail) : NULL;
+			end = in->delim >= 0 && avail ?
+			    memchr(rec, in->delim, avail) : NULL;
 			if (end) {
 				in->start += end - rec + 1;
 				in->skipping = 0;
@@ -84,7 +85,7 @@ mq_input_next(struct mq_input *in, int64_t until, char **p, size_t *n)
 			in->start = in->len;
 			if (in->eof)
 				return MQ_IN_EOF;
-		} else if (in->delim >= 0 &&
+		} else if (in->delim >= 0 && avail &&
 		    (end = memchr(rec, in->delim, avail))) {
 			*p = rec;
 			*n = end - rec;
