@@ -2,7 +2,7 @@
  * out.c: how messages are written: C-style escapes that keep any body on
  * one line, NUL-terminated records, JSON lines, % format strings.
  *
- * The escape is the inverse of mq_unescape (strunvis(3)): printable ASCII
+ * The escape is the inverse of mq_unescape: printable ASCII
  * and valid UTF-8 pass through, backslash is doubled, \t \n \r \0 and the
  * other control or invalid bytes become C escapes (\ooo octal), so
  * `mq-send -e` stores exactly the bytes `mq-recv` printed.
@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#define LIBBSD_OPENBSD_VIS	/* the strunvis(3) of OpenBSD and NetBSD alike */
-#include <vis.h>
 
 #include "mq.h"
 
@@ -87,17 +85,60 @@ mq_escape(FILE *f, const unsigned char *p, size_t n)
 	}
 }
 
-/* Decodes C-style escapes in place (strunvis); returns the new length. */
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Decodes C escapes in place: \\ \n \t \r \0 \a \b \f \v \e, \ooo
+ * (octal, at most 255) and \xHH.  Returns the new length, or (size_t)-1
+ * for a malformed escape.  Not strunvis(3): it takes a dangling backslash
+ * or an unknown escape silently, and bad input must be refused, not
+ * stored altered.
+ */
 size_t
 mq_unescape(char *s)
 {
-	char *tmp = mq_strdup(s);
-	int n = strunvis(s, tmp);
+	static const char from[] = "\\ntr0abfve", to[] = "\\\n\t\r\0\a\b\f\v\033";
+	char *r = s, *w = s;
+	const char *k;
+	int v, d, i;
 
-	free(tmp);
-	if (n < 0)
-		return (size_t)-1;
-	return (size_t)n;
+	while (*r) {
+		if (*r != '\\') {
+			*w++ = *r++;
+			continue;
+		}
+		r++;
+		if (*r >= '0' && *r <= '7') {
+			for (v = 0, i = 0; i < 3 && *r >= '0' && *r <= '7'; i++)
+				v = v * 8 + (*r++ - '0');
+			if (v > 255)
+				return (size_t)-1;
+			*w++ = (char)v;
+		} else if (*r == 'x') {
+			r++;
+			for (v = 0, i = 0; i < 2 && (d = hexval(*r)) >= 0; i++, r++)
+				v = v * 16 + d;
+			if (i == 0)
+				return (size_t)-1;
+			*w++ = (char)v;
+		} else if (*r && (k = strchr(from, *r))) {
+			*w++ = to[k - from];
+			r++;
+		} else {
+			return (size_t)-1;
+		}
+	}
+	return (size_t)(w - s);
 }
 
 void
