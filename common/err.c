@@ -86,7 +86,8 @@ mq_memdup(const void *p, size_t n)
 {
 	char *s = mq_alloc(n + 1);
 
-	memcpy(s, p, n);
+	if (n)
+		memcpy(s, p, n);
 	s[n] = '\0';
 	return s;
 }
