@@ -26,7 +26,10 @@ CREATE TABLE topic (
 	bytes		INTEGER NOT NULL DEFAULT 0,
 	retention	INTEGER,			-- ms; NULL: no age limit
 	dedup_window	INTEGER NOT NULL DEFAULT 86400000,
-	max_size	INTEGER NOT NULL DEFAULT 1048576
+	max_size	INTEGER NOT NULL DEFAULT 1048576,
+	-- Since version 2: a purge of settled messages can leave holes in the
+	-- offsets, only below this one; from here to next_off all is stored.
+	gap_below	INTEGER NOT NULL DEFAULT 0
 );
 
 -- The log.  due is when the message may first be delivered (ts unless it

@@ -54,7 +54,7 @@ purge_topic(struct mq *q, const char *name)
 	int64_t all = 0, settled, lo, hi, mid, n, bytes, total = 0, totbytes = 0;
 	int64_t dropped = 0, now = mq_now(), shown, skip = 0, held;
 	int64_t line = INT64_MAX;	/* with --older-than/--before-offset */
-	int fixed = older >= 0 || before >= 0;
+	int fixed = older >= 0 || before >= 0, may;
 	char buf[16];
 
 	shown = now;
@@ -81,13 +81,16 @@ purge_topic(struct mq *q, const char *name)
 		all = mq_store_offset_at(q, &t, now - older);
 	else if (t.retention >= 0)
 		all = mq_store_offset_at(q, &t, now - t.retention);
+	if (all > t.next_off)
+		all = t.next_off;
+	may = force || settled == 0;	/* no group: nobody loses anything */
 	if (fixed) {
 		/* only what is below the line, and all of it or nothing */
 		settled = all < settled ? all : settled;
 		mq_store_range_size(q, &t, lo, all, 0, 0, &n, &bytes);
 		mq_store_range_size(q, &t, lo, settled, 1, skip, &held, &bytes);
 		held = n - held;
-		if (held > 0 && !force) {
+		if (held > 0 && !may) {
 			mq_warn("%s: would delete %lld messages that not every "
 			    "group has settled; use --force", name,
 			    (long long)held);
@@ -96,7 +99,7 @@ purge_topic(struct mq *q, const char *name)
 			return;
 		}
 		line = all;
-		if (!force)
+		if (!may)
 			all = 0;	/* everything below is settled anyway */
 	}
 	if (dry) {

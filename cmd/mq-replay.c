@@ -104,6 +104,7 @@ move(struct mq *q, const char *name)
 	struct mq_topic t;
 	struct mq_group g;
 	int64_t pos, again, skipped, cancelled, first;
+	int moved_by_shift = 0;
 
 	if (dry)
 		mq_begin_read(q);
@@ -118,15 +119,17 @@ move(struct mq *q, const char *name)
 		pos = mq_store_offset_at(q, &t, since);
 	else if (from)
 		pos = from;
-	else
+	else {
 		pos = g.pos + shift;
+		moved_by_shift = 1;
+	}
 	/* a group before the oldest message continues from the oldest one */
 	first = mq_store_first_off(q, &t);
 	if (pos < (first ? first : t.next_off))
 		pos = first ? first : t.next_off;
 	if (pos > t.next_off)
 		pos = t.next_off;
-	if (pos == g.pos) {
+	if (pos == g.pos && moved_by_shift) {
 		printf("%s/%s: position %lld: unchanged\n", name, group,
 		    (long long)pos);
 		mq_rollback(q);

@@ -264,12 +264,16 @@ main(int argc, char *argv[])
 		usage(stderr, MQ_EX_USAGE);
 	cmd = argv[0];
 	/* "delete --force TOPIC" reads as well as "--force delete TOPIC" */
-	if ((!strcmp(cmd, "delete") || !strcmp(cmd, "group-delete")) &&
-	    argc > 1 && (!strcmp(argv[1], "--force") || !strcmp(argv[1], "-f"))) {
-		force = 1;
-		argv[1] = argv[0];
-		argc--;
-		argv++;
+	if (!strcmp(cmd, "delete") || !strcmp(cmd, "group-delete")) {
+		int i, j;
+
+		for (i = j = 1; i < argc; i++) {
+			if (!strcmp(argv[i], "--force") || !strcmp(argv[i], "-f"))
+				force = 1;
+			else
+				argv[j++] = argv[i];
+		}
+		argc = j;
 	}
 
 	if (!strcmp(cmd, "list")) {

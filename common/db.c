@@ -38,7 +38,8 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE grp ADD COLUMN failed INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;"
-	"CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;",
+	"CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;"
+	"ALTER TABLE topic ADD COLUMN gap_below INTEGER NOT NULL DEFAULT 0;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

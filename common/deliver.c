@@ -371,7 +371,7 @@ mq_settle(struct mq *q, const struct mq_receipt *r, const struct mq_settle *s)
 	if (!mq_topic_get(q, r->topic, &t) || !mq_group_get(q, &t, r->group, &g))
 		return MQ_UNKNOWN;
 	if (!mq_store_delivery_get(q, g.id, r->off, &d))
-		return r->off < g.pos ? MQ_STALE : MQ_UNKNOWN;
+		return r->off < t.next_off ? MQ_STALE : MQ_UNKNOWN;
 	if (d.state != MQ_LEASED || d.attempt != r->attempt ||
 	    d.token != r->token) {
 		mq_delivery_free(&d);

@@ -91,6 +91,7 @@ struct mq_topic {
 	char		name[MQ_NAME_MAX + 1];
 	int64_t		created, next_off, last_ts, msgs, bytes;
 	int64_t		retention, dedup_window, max_size;	/* retention<0: none */
+	int64_t		gap_below;	/* offsets from here on have no holes */
 };
 
 struct mq_group {

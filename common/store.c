@@ -33,7 +33,7 @@ enum {
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
 	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
 	S_CLAIMABLE, S_GSTATS_DELAYED, S_RANGE_SETTLED, S_DEL_SETTLED,
-	S_DEL_HIST_GONE,
+	S_DEL_HIST_GONE, S_GAP,
 	S_LAST
 };
 
@@ -58,7 +58,7 @@ col_copy(sqlite3_stmt *s, int i, char *buf, size_t len)
 /* topics */
 
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
-	"coalesce(retention, -1), dedup_window, max_size"
+	"coalesce(retention, -1), dedup_window, max_size, gap_below"
 
 static void
 topic_row(sqlite3_stmt *s, struct mq_topic *t)
@@ -73,6 +73,7 @@ topic_row(sqlite3_stmt *s, struct mq_topic *t)
 	t->retention = sqlite3_column_int64(s, 7);
 	t->dedup_window = sqlite3_column_int64(s, 8);
 	t->max_size = sqlite3_column_int64(s, 9);
+	t->gap_below = sqlite3_column_int64(s, 10);
 }
 
 int
@@ -763,8 +764,14 @@ mq_group_stats(struct mq *q, const struct mq_topic *t,
 	}
 	sqlite3_reset(s);
 
-	/* not handed out yet: the messages from pos on, less the delayed */
-	st->pending = t->next_off > g->pos ? t->next_off - g->pos : 0;
+	/*
+	 * Not handed out yet: the messages from pos on, less the delayed.
+	 * Offsets from gap_below on are dense; below it, count what is stored.
+	 */
+	off = g->pos > t->gap_below ? g->pos : t->gap_below;
+	st->pending = t->next_off > off ? t->next_off - off : 0;
+	if (g->pos < t->gap_below)
+		st->pending += mq_store_count_range(q, t, g->pos, t->gap_below);
 	if (st->pending) {
 		int64_t delayed = 0;
 
@@ -1122,6 +1129,10 @@ mq_store_purge_range(struct mq *q, struct mq_topic *t, int64_t lo, int64_t hi,
 		bind3(s, t->id, lo, hi);
 		sqlite3_bind_int64(s, 4, 0);
 		mq_step(q, s, "cannot delete messages");
+		s = mq_stmt(q, S_GAP, "UPDATE topic SET gap_below = ?3 "
+		    "WHERE id = ?1 AND gap_below < ?3");
+		bind3(s, t->id, lo, hi);
+		mq_step(q, s, "cannot update topic");
 		s = mq_stmt(q, S_DEL_HIST_GONE, "DELETE FROM history WHERE grp "
 		    "IN (SELECT id FROM grp WHERE topic = ?1) AND off >= ?2 AND "
 		    "off < ?3 AND NOT EXISTS (SELECT 1 FROM msg WHERE "
@@ -1143,8 +1154,9 @@ mq_store_purge_range(struct mq *q, struct mq_topic *t, int64_t lo, int64_t hi,
 		    "WHERE topic = ?1) AND off >= ?2 AND off < ?3");
 		bind3(s, t->id, lo, hi);
 		mq_step(q, s, "cannot delete history");
-		s = mq_stmt(q, S_BUMP_POS,
-		    "UPDATE grp SET pos = ?3 WHERE topic = ?1 AND pos < ?3");
+		s = mq_stmt(q, S_BUMP_POS,	/* never past the end */
+		    "UPDATE grp SET pos = min(?3, (SELECT next_off FROM topic "
+		    "WHERE id = ?1)) WHERE topic = ?1 AND pos < ?3");
 		bind3(s, t->id, lo, hi);
 		mq_step(q, s, "cannot update groups");
 	}
