@@ -89,34 +89,43 @@ alive(const struct mq_consumer *c, const char *boot)
 	return 1;
 }
 
+static int
+count_dead(struct mq *q, const char *boot, int release)
+{
+	struct mq_consumer *c;
+	int i, n, dead = 0;
+
+	n = mq_store_consumers_on(q, mq_hostname(), &c);
+	for (i = 0; i < n; i++) {
+		if (c[i].pid == getpid() || alive(&c[i], boot))
+			continue;
+		dead++;
+		if (release) {
+			mq_store_release(q, c[i].id, mq_now());
+			mq_store_consumer_del(q, c[i].id);
+		}
+	}
+	free(c);
+	return dead;
+}
+
 /*
  * Releases the leases of consumers on this host whose process is gone.
- * Reads first, so the common case takes no write lock.
+ * Reads first, so the common case takes no write lock; then reads again
+ * under the lock, since meanwhile another process may have reaped the
+ * same row and a new consumer taken its id.
  */
 static void
 reap(struct mq *q)
 {
-	struct mq_consumer *c;
 	char boot[40];
-	int i, n, dead = 0;
-	int64_t now = mq_now();
 
 	boot_id(boot, sizeof boot);
-	n = mq_store_consumers_on(q, mq_hostname(), &c);
-	for (i = 0; i < n; i++)
-		if (c[i].pid != getpid() && !alive(&c[i], boot))
-			dead++;
-	if (dead) {
+	if (count_dead(q, boot, 0)) {
 		mq_begin(q);
-		for (i = 0; i < n; i++) {
-			if (c[i].pid == getpid() || alive(&c[i], boot))
-				continue;
-			mq_store_release(q, c[i].id, now);
-			mq_store_consumer_del(q, c[i].id);
-		}
+		count_dead(q, boot, 1);
 		mq_commit(q);
 	}
-	free(c);
 }
 
 static void
@@ -240,6 +249,11 @@ deliver(struct claimer *k, struct mq_delivery *d)
 	k->n++;
 }
 
+/*
+ * Due deliveries, until max are claimed or none is due.  A lease that ran
+ * out at max attempts becomes a dead letter and takes no slot: the loop
+ * goes on (every row it sees leaves the due set, so it ends).
+ */
 static void
 claim_due(struct claimer *k)
 {
@@ -247,6 +261,7 @@ claim_due(struct claimer *k)
 	char reason[64];
 	int i, n;
 
+again:
 	n = mq_store_due(k->q, &k->g, k->now, d, k->max - k->n);
 	for (i = 0; i < n; i++) {
 		if (d[i].state == MQ_LEASED) {
@@ -270,6 +285,8 @@ claim_due(struct claimer *k)
 	}
 	for (i = 0; i < n; i++)
 		mq_delivery_free(&d[i]);
+	if (n > 0 && k->n < k->max)
+		goto again;
 	free(d);
 }
 
