@@ -22,7 +22,7 @@
 
 static const char *dbpath, *key, *topic, *dedup;
 static int quiet, unescape, delim = '\n', dedup_field;
-static int64_t due, linger;
+static int64_t at = -1, delay = -1, linger;	/* -1: not given */
 
 struct batch {
 	char	**body, **id;	/* id: --dedup-field */
@@ -57,7 +57,7 @@ static void
 flush(struct mq *q, struct batch *b)
 {
 	struct mq_topic t;
-	int64_t now;
+	int64_t now, due;
 	size_t i;
 	int dup;
 
@@ -66,6 +66,7 @@ flush(struct mq *q, struct batch *b)
 	mq_begin(q);
 	mq_topic_ensure(q, topic, &t);
 	now = mq_now();
+	due = delay >= 0 ? now + delay : at;	/* a delay counts from the send */
 	for (i = 0; i < b->n; i++) {
 		if (b->len[i] > (size_t)t.max_size) {
 			mq_rollback(q);
@@ -212,7 +213,7 @@ main(int argc, char *argv[])
 	};
 	struct mq *q;
 	struct batch b;
-	int c, i, whole = 0, delay = 0, at = 0;
+	int c, i, whole = 0;
 
 	mq_setprog(argv[0]);
 	while ((c = getopt_long(argc, argv, "0d:ehk:qV", opts, NULL)) != -1) {
@@ -229,12 +230,10 @@ main(int argc, char *argv[])
 		case 'q': quiet = 1; break;
 		case 'W': whole = 1; break;
 		case 'D':
-			due = mq_now() + mq_duration_arg(optarg, "delay");
-			delay = 1;
+			delay = mq_duration_arg(optarg, "delay");
 			break;
 		case 'a':
-			due = mq_time_arg(optarg, "time");
-			at = 1;
+			at = mq_time_arg(optarg, "time");
 			break;
 		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
 		case 'u':
@@ -255,7 +254,7 @@ main(int argc, char *argv[])
 	argv += optind;
 	if (argc < 1)
 		usage(stderr, MQ_EX_USAGE);
-	if (delay && at)
+	if (delay >= 0 && at >= 0)
 		mq_die(MQ_EX_USAGE, "--delay and --at exclude each other");
 	topic = mq_name_arg(argv[0], "topic");
 	if (whole)

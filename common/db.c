@@ -245,6 +245,51 @@ wal_mode(struct mq *q)
 	}
 }
 
+/*
+ * A reader of a WAL file needs the -shm beside it, and SQLite cannot make
+ * one in a directory it may not write to.  Such a file with no -wal (a
+ * backup, a copy) has nothing uncommitted, and is read as immutable.
+ */
+static int
+readable(struct mq *q)
+{
+	int rc = sqlite3_exec(q->db, "SELECT 1 FROM sqlite_master LIMIT 1",
+	    NULL, NULL, NULL);
+
+	return (rc & 0xff) != SQLITE_READONLY && (rc & 0xff) != SQLITE_CANTOPEN;
+}
+
+static void
+reopen_immutable(struct mq *q)
+{
+	char *wal, *uri, *u;
+	const char *p;
+	struct stat st;
+	size_t n = strlen(q->path);
+
+	wal = mq_alloc(n + 5);
+	snprintf(wal, n + 5, "%s-wal", q->path);
+	if (stat(wal, &st) == 0 && st.st_size > 0) {
+		free(wal);
+		return;		/* it has a WAL to read: let the error stand */
+	}
+	free(wal);
+	u = uri = mq_alloc(3 * n + 32);
+	u += sprintf(u, "file:");
+	for (p = q->path; *p; p++)
+		if (*p == '%' || *p == '?' || *p == '#')
+			u += sprintf(u, "%%%02X", (unsigned char)*p);
+		else
+			*u++ = *p;
+	strcpy(u, "?immutable=1");
+	sqlite3_close(q->db);
+	if (sqlite3_open_v2(uri, &q->db, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot open database");
+	free(uri);
+	sqlite3_extended_result_codes(q->db, 1);
+}
+
 static void
 create_or_migrate(struct mq *q)
 {
@@ -323,6 +368,8 @@ mq_open(const char *path, int mode)
 	 */
 	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_busy_handler(q->db, on_busy, q);
+	if (mode == MQ_READ && !readable(q))
+		reopen_immutable(q);
 
 	/* one snapshot, so a file being created meanwhile reads consistently */
 	exec(q, "BEGIN", "cannot read database");
