@@ -122,7 +122,6 @@ void	 mq_msg_free(struct mq_msg *);
 int	 mq_topic_get(struct mq *, const char *name, struct mq_topic *);
 void	 mq_topic_ensure(struct mq *, const char *name, struct mq_topic *);
 void	 mq_topic_save_counts(struct mq *, const struct mq_topic *);
-int64_t	 mq_topic_count(struct mq *);
 void	 mq_topic_each(struct mq *, void (*fn)(const struct mq_topic *, void *),
 	    void *arg);
 
@@ -162,7 +161,6 @@ int	 mq_store_read(struct mq *, const struct mq_topic *, int64_t from,
 int64_t	 mq_store_offset_at(struct mq *, const struct mq_topic *, int64_t ts);
 int64_t	 mq_store_count_range(struct mq *, const struct mq_topic *,
 	    int64_t from, int64_t to);
-int64_t	 mq_store_last_off(struct mq *, const struct mq_topic *);
 int64_t	 mq_store_cancel(struct mq *, const struct mq_group *, int64_t off,
 	    int below, int dry);
 int64_t	 mq_store_redrive(struct mq *, const struct mq_group *, int64_t off,

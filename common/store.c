@@ -20,15 +20,15 @@
 #include "db.h"
 
 enum {
-	S_TOPIC_GET, S_TOPIC_ADD, S_TOPIC_SAVE, S_TOPIC_EACH, S_TOPIC_COUNT,
-	S_GROUP_GET, S_GROUP_ADD, S_GROUP_SAVE, S_GROUP_EACH, S_FIRST_OFF,
+	S_TOPIC_GET, S_TOPIC_ADD, S_TOPIC_SAVE, S_TOPIC_EACH,
+	S_GROUP_GET, S_GROUP_ADD, S_GROUP_SAVE, S_GROUP_EACH,
 	S_APPEND, S_DUE, S_DUE_ORDERED, S_NEW, S_KEY_BUSY, S_DLV_GET,
 	S_DLV_PUT, S_DLV_DEL, S_MSG, S_HISTORY, S_CONS_ADD, S_CONS_DEL,
 	S_CONS_SEEN, S_CONS_ON, S_RELEASE_HIST, S_RELEASE, S_EXTEND_CONS, S_NEXT_DUE,
 	S_TOPIC_SET, S_GSTATS, S_GSTATS_OLDEST, S_GCOUNT,
 	S_READ, S_READ_KEY, S_TS_AT, S_COUNT_RANGE, S_CANCEL_FROM, S_CANCEL_BELOW,
 	S_COUNT_FROM, S_COUNT_BELOW,
-	S_REDRIVE_HIST, S_REDRIVE, S_HIST_EACH, S_LAST_OFF,
+	S_REDRIVE_HIST, S_REDRIVE, S_HIST_EACH,
 	S_SETTLED, S_RANGE_SIZE, S_DEL_MSG, S_DEL_DLV, S_DEL_HIST, S_BUMP_POS,
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
 	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
@@ -53,6 +53,30 @@ col_copy(sqlite3_stmt *s, int i, char *buf, size_t len)
 	const unsigned char *t = sqlite3_column_text(s, i);
 
 	snprintf(buf, len, "%s", t ? (const char *)t : "");
+}
+
+/*
+ * Runs a query of one integer result with up to three integer parameters
+ * (the rest unbound); returns it, or dflt for no row or NULL.
+ */
+static int64_t
+one_int(struct mq *q, int slot, const char *sql, int64_t dflt, int nargs,
+    int64_t a, int64_t b, int64_t c)
+{
+	sqlite3_stmt *s = mq_stmt(q, slot, sql);
+	int64_t v = dflt;
+
+	if (nargs > 0)
+		sqlite3_bind_int64(s, 1, a);
+	if (nargs > 1)
+		sqlite3_bind_int64(s, 2, b);
+	if (nargs > 2)
+		sqlite3_bind_int64(s, 3, c);
+	if (mq_step(q, s, "cannot read database") == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return v;
 }
 
 /* topics */
@@ -121,19 +145,6 @@ mq_topic_save_counts(struct mq *q, const struct mq_topic *t)
 	mq_step(q, s, "cannot update topic");
 }
 
-int64_t
-mq_topic_count(struct mq *q)
-{
-	sqlite3_stmt *s = mq_stmt(q, S_TOPIC_COUNT,
-	    "SELECT count(*) FROM topic");
-	int64_t n = 0;
-
-	if (mq_step(q, s, "cannot read topics") == SQLITE_ROW)
-		n = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return n;
-}
-
 void
 mq_topic_each(struct mq *q, void (*fn)(const struct mq_topic *, void *),
     void *arg)
@@ -187,33 +198,19 @@ mq_group_get(struct mq *q, const struct mq_topic *t, const char *name,
 	return found;
 }
 
-/* The lowest stored offset of a topic, or next_off when it is empty. */
-static int64_t
-first_off(struct mq *q, const struct mq_topic *t)
-{
-	sqlite3_stmt *s = mq_stmt(q, S_FIRST_OFF,
-	    "SELECT min(off) FROM msg WHERE topic = ?");
-	int64_t off = t->next_off;
-
-	sqlite3_bind_int64(s, 1, t->id);
-	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW &&
-	    sqlite3_column_type(s, 0) != SQLITE_NULL)
-		off = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return off;
-}
-
 void
 mq_group_create(struct mq *q, const struct mq_topic *t, const char *name,
     int latest, struct mq_group *g)
 {
 	sqlite3_stmt *s = mq_stmt(q, S_GROUP_ADD,
 	    "INSERT INTO grp (topic, name, created, pos) VALUES (?, ?, ?, ?)");
+	int64_t first;
 
 	sqlite3_bind_int64(s, 1, t->id);
 	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, mq_now());
-	sqlite3_bind_int64(s, 4, latest ? t->next_off : first_off(q, t));
+	sqlite3_bind_int64(s, 4, latest || !(first = mq_store_first_off(q, t)) ?
+	    t->next_off : first);
 	mq_step(q, s, "cannot create group");
 	if (!mq_group_get(q, t, name, g))
 		mq_die(MQ_EX_SOFTWARE, "group %s vanished", name);
@@ -453,18 +450,9 @@ mq_store_new(struct mq *q, const struct mq_group *g, int64_t from,
 int64_t
 mq_store_next_due(struct mq *q, const struct mq_group *g, int64_t now)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_NEXT_DUE,
-	    "SELECT min(due) FROM delivery WHERE grp = ? AND state < 2 "
-	    "AND due > ?");
-	int64_t due = INT64_MAX;
-
-	sqlite3_bind_int64(s, 1, g->id);
-	sqlite3_bind_int64(s, 2, now);
-	if (mq_step(q, s, "cannot read deliveries") == SQLITE_ROW &&
-	    sqlite3_column_type(s, 0) != SQLITE_NULL)
-		due = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return due;
+	return one_int(q, S_NEXT_DUE, "SELECT min(due) FROM delivery "
+	    "WHERE grp = ? AND state < 2 AND due > ?", INT64_MAX, 2, g->id,
+	    now, 0);
 }
 
 int
@@ -908,32 +896,8 @@ int64_t
 mq_store_count_range(struct mq *q, const struct mq_topic *t, int64_t from,
     int64_t to)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_COUNT_RANGE,
-	    "SELECT count(*) FROM msg WHERE topic = ? AND off >= ? AND off < ?");
-	int64_t n = 0;
-
-	sqlite3_bind_int64(s, 1, t->id);
-	sqlite3_bind_int64(s, 2, from);
-	sqlite3_bind_int64(s, 3, to);
-	if (mq_step(q, s, "cannot count messages") == SQLITE_ROW)
-		n = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return n;
-}
-
-/* The highest stored offset of a topic, 0 if empty. */
-int64_t
-mq_store_last_off(struct mq *q, const struct mq_topic *t)
-{
-	sqlite3_stmt *s = mq_stmt(q, S_LAST_OFF,
-	    "SELECT max(off) FROM msg WHERE topic = ?");
-	int64_t off = 0;
-
-	sqlite3_bind_int64(s, 1, t->id);
-	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW)
-		off = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return off;
+	return one_int(q, S_COUNT_RANGE, "SELECT count(*) FROM msg "
+	    "WHERE topic = ? AND off >= ? AND off < ?", 0, 3, t->id, from, to);
 }
 
 /*
@@ -1036,30 +1000,16 @@ mq_store_history_each(struct mq *q, int64_t grp, int64_t off,
 int64_t
 mq_store_handed_out(struct mq *q, const struct mq_topic *t)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_SETTLED,
-	    "SELECT min(pos) FROM grp WHERE topic = ?");
-	int64_t off = 0;
-
-	sqlite3_bind_int64(s, 1, t->id);
-	if (mq_step(q, s, "cannot read groups") == SQLITE_ROW)
-		off = sqlite3_column_int64(s, 0);	/* NULL reads as 0 */
-	sqlite3_reset(s);
-	return off;
+	return one_int(q, S_SETTLED, "SELECT min(pos) FROM grp WHERE topic = ?",
+	    0, 1, t->id, 0, 0);
 }
 
 /* The lowest stored offset, 0 if the topic is empty. */
 int64_t
 mq_store_first_off(struct mq *q, const struct mq_topic *t)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_FIRST_STORED,
-	    "SELECT min(off) FROM msg WHERE topic = ?");
-	int64_t off = 0;
-
-	sqlite3_bind_int64(s, 1, t->id);
-	if (mq_step(q, s, "cannot read topic") == SQLITE_ROW)
-		off = sqlite3_column_int64(s, 0);
-	sqlite3_reset(s);
-	return off;
+	return one_int(q, S_FIRST_STORED, "SELECT min(off) FROM msg "
+	    "WHERE topic = ?", 0, 1, t->id, 0, 0);
 }
 
 /*
