@@ -1,0 +1,439 @@
+#!/usr/bin/env bats
+# 090-time-order.bats: time and order: delayed messages (--delay, --at),
+# deduplication (--dedup, --dedup-field, the window), ordered groups (one
+# message of a key at a time, FIFO per key under failures and concurrent
+# consumers, other keys not blocked), and waiting consumers that wake at
+# once on a send, a due retry or a due delayed message.
+#
+# Every wait is a bounded poll; bounds are generous for a slow, shared
+# machine, and no timing assertion is tighter than about a second.
+
+load test_helper
+
+# Background processes (pids) and process groups (pgids) this test
+# started: killed in teardown if still there.
+teardown() {
+	local p
+	# (waited for with stderr closed: no "Killed" notices from bash)
+	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
+		{ kill -9 "$p"; wait "$p"; } 2>/dev/null || true
+	done
+	for p in $(cat "$BATS_TEST_TMPDIR/pgids" 2>/dev/null); do
+		{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
+	done
+}
+
+now_ms() {
+	date +%s%3N
+}
+
+# bg OUT CMD...: start CMD in the background, stdout and stderr to OUT,
+# away from bats' fd 3; its pid in BG.
+bg() {
+	local out=$1; shift
+	"$@" >"$out" 2>&1 3>&- &
+	BG=$!
+	echo "$BG" >>"$BATS_TEST_TMPDIR/pids"
+}
+
+# gone PID: the process is not running (bash reaps its children itself).
+gone() {
+	! kill -0 -- "$1" 2>/dev/null
+}
+
+# finish PID SECONDS: wait (bounded) for a background process; its exit
+# status in ST.
+finish() {
+	wait_for "$2" gone "$1" || { echo "pid $1 still running after $2s" >&2; return 1; }
+	ST=0
+	wait "$1" || ST=$?
+}
+
+# got [OPTIONS]: one plain receive in group g of topic t; "RECEIPT BODY"
+# in GOT.
+got() {
+	GOT=$(mq-recv -g g --format '%r %b\n' "$@" t) && [ -n "$GOT" ]
+}
+
+msgs() {
+	sql 'SELECT count(*) FROM msg'
+}
+
+# --- delay -------------------------------------------------------------
+
+@test "--delay: nothing before its time, then the message" {
+	start=$(now_ms)
+	run -0 mq-send --delay 3s t later
+	assert_output 1
+	run -1 --separate-stderr mq-recv -g g t
+	assert_equal "$output" ""
+	assert_equal "$stderr" ""
+	wait_for 20 got
+	end=$(now_ms)
+	[[ $GOT == *" later" ]]
+	# not early: no sooner than 3s after the send started
+	[ $((end - start)) -ge 2900 ]
+}
+
+@test "a delayed message does not hold back the ones after it" {
+	mq-send -q --delay 1h t A
+	mq-send -q t B C
+	run -0 mq-recv -g g -n 0 --format '%o %b\n' t
+	assert_output "2 B
+3 C"
+	run -1 mq-recv -g g -n 0 t
+	# ... unless in an ordered group with the same key (mq-send(1))
+	mq-topic group u o --ordered >/dev/null
+	mq-send -q -k k --delay 1h u A
+	mq-send -q -k k u B
+	mq-send -q -k j u C
+	run -0 mq-recv -g o -n 0 --format '%b\n' u
+	assert_output C
+}
+
+@test "--at in the past delivers at once; --at 2s ahead waits until then" {
+	mq-send -q --at "@$(( $(date +%s) - 60 ))" t epoch
+	mq-send -q --at 2020-01-01T00:00:00Z t iso
+	mq-send -q --at 5m t ago
+	run -0 mq-recv -g g -n 0 --format '%b\n' t
+	assert_output "epoch
+iso
+ago"
+	due=$(( $(now_ms) + 2500 ))
+	at=$(date -u -d "@$((due / 1000)).$(printf %03d $((due % 1000)))" +%Y-%m-%dT%H:%M:%S.%3NZ)
+	run -0 mq-send --at "$at" t soon
+	assert_output 4
+	assert_equal "$(sql 'SELECT due FROM msg WHERE off = 4')" "$due"
+	run -1 mq-recv -g g t
+	wait_for 20 got
+	[ "$(now_ms)" -ge "$due" ]
+	[[ $GOT == *" soon" ]]
+}
+
+@test "bad --delay is a usage error (64), bad --at bad data (65); nothing stored" {
+	for v in x 1y -1s '' 1.5s 5mm; do
+		run -64 --separate-stderr mq-send --delay "$v" t m
+		[[ $stderr == mq-send:* ]]
+		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	done
+	for v in x 2026-13-01 @x '' 2026-01-01T00:00:00Q 2026-01-01T25:00:00Z @-5; do
+		run -65 --separate-stderr mq-send --at "$v" t m
+		[[ $stderr == mq-send:* ]]
+		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	done
+	run -64 mq-send --delay 1s --at @1 t m
+	[ ! -e "$MQ_DB" ]
+	mq-send -q t first
+	run -65 mq-send --at nonsense t m
+	run -64 mq-send --delay nonsense t m
+	assert_equal "$(msgs)" 1
+}
+
+@test "--delay counts from each message's send, also on a stream" {
+	# SPEC: "A message may be sent with a delay ...; no group receives it
+	# before then": from stdin the delay counts from each line's send,
+	# not from the start of mq-send (a line read 2s after the start used
+	# to be due 1s after it was sent; d80592c).
+	(echo a; sleep 2; echo b) | mq-send -q --delay 4s t
+	run -0 sql 'SELECT off, due - ts >= 3900 FROM msg ORDER BY off'
+	assert_output "1|1
+2|1"
+	# neither is due when mq-send is done
+	run -1 mq-recv -g g -n 0 t
+}
+
+# --- deduplication -------------------------------------------------------
+
+@test "--dedup: the same id prints the same offset and stores nothing new" {
+	run -0 mq-send --dedup id1 t a
+	assert_output 1
+	run -0 --separate-stderr mq-send --dedup id1 t a
+	assert_output 1
+	assert_equal "$stderr" ""
+	# even with another body: the id decides
+	run -0 mq-send --dedup id1 t other
+	assert_output 1
+	assert_equal "$(msgs)" 1
+	assert_equal "$(sql 'SELECT body FROM msg')" a
+	run -0 mq-send --dedup id2 t a
+	assert_output 2
+	run -0 mq-send t a
+	assert_output 3
+	run -0 mq-send --dedup id2 t a
+	assert_output 2
+	assert_equal "$(msgs)" 3
+	# ids are per topic
+	run -0 mq-send --dedup id1 u a
+	assert_output 1
+	# one consumer sees one message per id
+	run -0 mq-recv -g g -n 0 --format '%o\n' t
+	assert_output "1
+2
+3"
+}
+
+@test "--dedup: after the topic's window, the same id stores a new message" {
+	mq-send -q --dedup id1 t a
+	mq-topic set t dedup-window=1s >/dev/null
+	run -0 mq-send --dedup id1 t a
+	assert_output 1
+	sleep 1.5
+	run -0 mq-send --dedup id1 t a
+	assert_output 2
+	# the new one is what the id now names
+	run -0 mq-send --dedup id1 t a
+	assert_output 2
+	assert_equal "$(msgs)" 2
+}
+
+@test "--dedup-field takes the id from a field of each line" {
+	run -0 mq-send --dedup-field 1 t < <(printf 'x\tone\ny\ttwo\nx\tthree\n')
+	assert_output "1
+2
+1"
+	assert_equal "$(msgs)" 2
+	run -0 sql 'SELECT off, body FROM msg ORDER BY off'
+	assert_output "1|x	one
+2|y	two"
+	# later, in another run: still the same ids
+	run -0 mq-send --dedup-field 2 t < <(printf 'new\tx\nnewer\tz\n')
+	assert_output "1
+3"
+}
+
+@test "--dedup with two messages, or with --dedup-field or stdin lines: 64" {
+	run -64 --separate-stderr mq-send --dedup id t a b
+	[[ $stderr == mq-send:* ]]
+	run -64 mq-send --dedup id t < <(echo a)
+	run -64 mq-send --dedup id --dedup-field 1 t < <(echo a)
+	run -64 mq-send --dedup-field 1 t a
+	run -64 mq-send --dedup-field 0 t < <(echo a)
+	run -64 mq-send --dedup '' t a
+	[ ! -e "$MQ_DB" ]
+	# --whole is one message: allowed
+	run -0 mq-send --dedup w --whole t < <(printf 'a\nb\n')
+	assert_output 1
+	run -0 mq-send --dedup w --whole t < <(printf 'c\n')
+	assert_output 1
+}
+
+# --- ordered groups ------------------------------------------------------
+
+@test "ordered group: one message per key at a time, the next after the ack" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k a t a1 a2 a3
+	mq-send -q -k b t b1 b2
+	mq-send -q t n1 n2
+	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
+	echo "$output" >first
+	assert_equal "$(cut -d' ' -f2 first | paste -sd ' ')" "a1 b1 n1 n2"
+	# a second consumer gets nothing more while those are held
+	run -1 mq-recv -g g -n 0 t
+	mq-ack <first
+	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
+	echo "$output" >second
+	assert_equal "$(cut -d' ' -f2 second | paste -sd ' ')" "a2 b2"
+	mq-ack <second
+	run -0 mq-recv -g g -n 0 --format '%b\n' t
+	assert_output a3
+	# an unordered group of the same topic takes everything at once
+	run -0 mq-recv -g free -n 0 --format '%b\n' t
+	assert_equal "$(paste -sd ' ' <<<"$output")" "a1 a2 a3 b1 b2 n1 n2"
+}
+
+@test "ordered group: a failing key holds back only itself" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k A t a1 a2
+	mq-send -q -k B t b1 b2 b3
+	mq-send -q t n1 n2
+	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
+	echo "$output" >first
+	# keyless messages flow in parallel: both are out at once
+	assert_equal "$(cut -d' ' -f2 first | paste -sd ' ')" "a1 b1 n1 n2"
+	grep ' a1$' first | mq-ack --fail --delay 1h
+	grep ' b1$' first | mq-ack
+	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
+	assert_equal "$(cut -d' ' -f2 <<<"$output")" b2
+	mq-ack <<<"$output"
+	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
+	assert_equal "$(cut -d' ' -f2 <<<"$output")" b3
+	mq-ack <<<"$output"
+	# a2 waits behind a1's retry; it counts in the lag
+	run -1 mq-recv -g g -n 0 t
+	mq-lag --json t g | jq -e '.retrying == 1 and .lag == 4 and .in_flight == 2'
+}
+
+@test "ordered group: per-key order exact over 1000 messages, 10 keys, 3 consumers, random failures" {
+	export MQ_SYNC=normal	# ordering is under test here, not durability
+	mq-topic group t g --ordered --backoff 100ms >/dev/null
+	# message i has key k(i % 10); sent in rounds so the keys interleave
+	for r in $(seq 0 9); do
+		for k in $(seq 0 9); do
+			seq $((r * 100 + (k ? k : 10))) 10 $((r * 100 + 100)) |
+			    mq-send -q -k "k$k" t
+		done
+	done
+	assert_equal "$(msgs)" 1000
+	assert_equal "$(sql "SELECT count(*) FROM msg WHERE key = 'k' || (CAST(body AS INTEGER) % 10)")" 1000
+	cat >handler <<-'EOF'
+	#!/bin/bash
+	# fail about one in five; else log "KEY BODY"
+	if (( RANDOM % 5 == 0 )); then exit 1; fi
+	printf '%s %s\n' "$MQ_KEY" "$(cat)" >>"$LOG"
+	EOF
+	chmod +x handler
+	export LOG=$BATS_TEST_TMPDIR/log
+	for c in 1 2 3; do
+		bg "c$c.out" mq-recv -f -j 3 -g g t -- ./handler
+		echo "$BG" >>consumers
+	done
+	all_acked() {
+		[ "$(sql 'SELECT settled FROM grp')" = 1000 ]
+	}
+	wait_for 150 all_acked
+	for p in $(cat consumers); do
+		kill -TERM "$p"
+	done
+	for p in $(cat consumers); do
+		finish "$p" 20
+		assert_equal "$ST" 0
+	done
+	# each message handled successfully once; per key strictly increasing
+	assert_equal "$(wc -l <log)" 1000
+	assert_equal "$(cut -d' ' -f2 log | sort -n | paste -sd ' ')" "$(seq 1000 | paste -sd ' ')"
+	run -0 awk '"k" ($2 % 10) != $1 { print "wrong key: " $0 }
+	    ($1 in last) && $2 <= last[$1] { print "out of order: " last[$1] " then " $0 }
+	    { last[$1] = $2 }' log
+	assert_output ""
+	# not vacuous: failures happened, several consumers took part
+	[ "$(sql "SELECT count(*) FROM history WHERE event = 'failed'")" -gt 50 ]
+	[ "$(sql "SELECT count(DISTINCT pid) FROM history WHERE event = 'delivered'")" -ge 2 ]
+	# no two deliveries of one key overlapped in time: each delivery runs
+	# from its "delivered" event to the next event of that attempt
+	run -0 sql "
+	    WITH d AS (SELECT h.off, h.attempt, h.ts AS s, m.key,
+	        (SELECT min(e.ts) FROM history e WHERE e.grp = h.grp
+	         AND e.off = h.off AND e.attempt = h.attempt
+	         AND e.event <> 'delivered') AS e
+	      FROM history h JOIN msg m ON m.off = h.off
+	      WHERE h.event = 'delivered')
+	    SELECT (SELECT count(*) FROM d WHERE e IS NULL),
+	      (SELECT count(*) FROM d a JOIN d b ON a.key = b.key
+	       AND (a.off <> b.off OR a.attempt <> b.attempt)
+	       AND a.s < b.e AND b.s < a.e),
+	      (SELECT count(*) FROM d)"
+	[[ $output =~ ^0\|0\|[0-9]+$ ]]
+	[ "${output##*|}" -gt 1000 ]
+}
+
+# --- waiting -------------------------------------------------------------
+
+@test "a waiting mq-recv -w wakes on a send, well before its timeout" {
+	mq-topic group t g >/dev/null
+	start=$(now_ms)
+	bg out mq-recv -g g -w 10s --format '%b\n' t
+	pid=$BG
+	sleep 1
+	# still waiting
+	! gone "$pid"
+	sent=$(now_ms)
+	mq-send -q t hello
+	finish "$pid" 12
+	end=$(now_ms)
+	assert_equal "$ST" 0
+	assert_equal "$(cat out)" hello
+	[ $((end - sent)) -lt 3000 ]
+	[ $((end - start)) -lt 6000 ]
+}
+
+@test "mq-recv -f receives each message as it comes, and keeps following" {
+	mq-topic group t g >/dev/null
+	bg out mq-recv -f -g g --format '%b\n' t
+	pid=$BG
+	sleep 0.5
+	mq-send -q t one
+	wait_for 5 grep -qx one out
+	mq-send -q t two
+	wait_for 5 grep -qx two out
+	! gone "$pid"
+	kill -TERM "$pid"
+	finish "$pid" 10
+	assert_equal "$ST" 0
+	assert_equal "$(paste -sd ' ' out)" "one two"
+}
+
+@test "a waiting mq-recv -w wakes when a retry falls due" {
+	mq-send -q t x
+	mq-recv -g g t | mq-ack --fail --delay 2s
+	start=$(now_ms)
+	run -0 mq-recv -g g -w 10s --format '%a %b' t
+	end=$(now_ms)
+	assert_output "2 x"
+	[ $((end - start)) -ge 1500 ]
+	[ $((end - start)) -lt 6000 ]
+}
+
+@test "a waiting mq-recv -w wakes when a delayed message falls due" {
+	mq-send -q --delay 2s t x
+	start=$(now_ms)
+	run -0 mq-recv -g g -w 10s --format '%b' t
+	end=$(now_ms)
+	assert_output x
+	[ $((end - start)) -ge 1500 ]
+	[ $((end - start)) -lt 6000 ]
+}
+
+@test "a waiting mq-recv -w in an ordered group wakes when its key is freed" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k k t first second
+	r=$(mq-recv -g g --format '%r' t)
+	bg out mq-recv -g g -w 10s --format '%b\n' t
+	pid=$BG
+	sleep 1
+	! gone "$pid"
+	acked=$(now_ms)
+	mq-ack "$r"
+	finish "$pid" 12
+	assert_equal "$ST" 0
+	assert_equal "$(cat out)" second
+	[ $(( $(now_ms) - acked )) -lt 3000 ]
+}
+
+@test "waiting consumers do not busy-poll" {
+	mq-topic group t g >/dev/null
+	mq-topic group t o --ordered >/dev/null
+	# in o, k's second message is due but waits behind the first
+	mq-send -q -k k t first second
+	mq-recv -g o --lease 1h t >/dev/null
+	mq-recv -g g -n 0 --lease 1h t >/dev/null
+	bg w.out mq-recv -g g -w 30s t
+	w=$BG
+	bg f.out mq-recv -g g -f t
+	f=$BG
+	bg o.out mq-recv -g o -f t
+	o=$BG
+	sleep 3
+	# user + system CPU in clock ticks: a few for start-up, not a loop
+	cpu() {
+		awk '{ print $14 + $15 }' "/proc/$1/stat"
+	}
+	hz=$(getconf CLK_TCK)
+	for p in "$w" "$f" "$o"; do
+		! gone "$p"
+		[ "$(cpu "$p")" -lt $((hz / 2)) ]
+	done
+	assert_equal "$(cat w.out f.out o.out)" ""
+}
+
+@test "mq-replay -f prints a message sent after it started" {
+	mq-send -q t old
+	bg out mq-replay -f --format '%o %b\n' t
+	pid=$BG
+	wait_for 10 grep -qx '1 old' out
+	mq-send -q t new
+	wait_for 5 grep -qx '2 new' out
+	! gone "$pid"
+	kill -TERM "$pid"
+	finish "$pid" 10
+	assert_equal "$ST" 0
+}
