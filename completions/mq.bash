@@ -139,6 +139,10 @@ _mq() {
 		elif [[ $w == -- ]]; then
 			dashdash=1
 			[[ $cmd == mq-recv ]] && break
+		elif [[ $cmd == mq-lag && $w == --watch ]]; then
+			# --watch 5s: the interval may be the next word
+			[[ ${words[i+1]} =~ ^([0-9]+(ms|s|m|h|d|w))*[0-9]+(ms|s|m|h|d|w)?$ ]] &&
+			    ((i + 1 < cword)) && ((i++))
 		elif [[ $w == -* ]]; then
 			[[ $w != *=* && $argopts == *" $w "* ]] && ((i++))
 		else
@@ -190,8 +194,9 @@ _mq() {
 				_mq_reply 'create list show set delete group group-delete'
 			fi ;;
 		show|delete)
+			# --force (-f) may come anywhere after delete
 			if [[ $cur == -* ]]; then
-				[[ $sub == delete ]] && _mq_reply '--force'
+				[[ $sub == delete ]] && _mq_reply '--force -f'
 			elif ((npos == 1)); then
 				_mq_reply "$(_mq_topics)"
 			fi ;;
@@ -201,7 +206,7 @@ _mq() {
 					_mq_reply '--lease --max-attempts --backoff
 					    --ordered --unordered --from'
 				else
-					_mq_reply '--force'
+					_mq_reply '--force -f'
 				fi
 			elif ((npos == 1)); then
 				_mq_reply "$(_mq_topics)"

@@ -256,9 +256,8 @@ unlock_db() {
 }
 
 @test "an invalid MQ_SYNC or MQ_BUSY_TIMEOUT creates no database file" {
-	# BUG: the environment is checked only after the file (and its
-	# directory) has been created: an empty mq.db is left behind.
-	# repro: MQ_DB=/tmp/x/new.db MQ_SYNC=fast mq-send t x; ls -l /tmp/x
+	# The environment is checked before anything touches the disk: a
+	# usage error leaves neither an empty mq.db nor its directory behind.
 	export MQ_DB="$BATS_TEST_TMPDIR/new/mq.db"
 	MQ_SYNC=fast run -64 --separate-stderr mq-send t x
 	one_line_error 64
@@ -269,15 +268,11 @@ unlock_db() {
 }
 
 @test "concurrent first writers create the database once, and all succeed" {
-	# BUG: racing first writers fail now and then.  mq_open reads
-	# application_id, user_version and the table count in separate
-	# statements outside a transaction: a process that reads
-	# application_id 0 before another commits the schema, and the table
-	# count after, refuses the new file as "not an mq database" (65).
-	# Also seen: "cannot set WAL mode: ... database is busy" (75) from
-	# PRAGMA journal_mode=WAL racing another creator.
-	# repro: for k in $(seq 30); do rm -f n.db*; for i in $(seq 8); do
-	#   mq-send -d n.db t x & done; wait; done   # some exit 65 or 75
+	# Eight writers race to create a new file, forty times over.  mq_open
+	# reads application_id, user_version and the table count in one
+	# snapshot, so a file another process is creating never looks like
+	# "not an mq database" (65), and PRAGMA journal_mode=WAL is retried
+	# while another creator holds the lock instead of failing busy (75).
 	local k i
 	for k in $(seq 40); do
 		rm -f "$MQ_DB" "$MQ_DB-wal" "$MQ_DB-shm"

@@ -224,11 +224,11 @@ delivered() {
 }
 
 @test "mq-recv -n 0 with a command handles every available message even when an expired lease goes dead on the way" {
-	# BUG: the claim counts a lease that it turns into a dead letter
-	# against the number it may claim (deliver.c claim_due), so with -j 1
-	# the pass that dead-letters message 1 claims nothing, and
-	# `mq-recv -n 0 t -- cmd` exits 1 leaving message 2 (due for a retry)
-	# unhandled.  SPEC: -n 0 = all available; exit 1 = got no message.
+	# An expired lease that the claim turns into a dead letter takes no
+	# claim slot (deliver.c claim_due): with -j 1 the pass that
+	# dead-letters message 1 goes on to message 2, due for a retry, so
+	# `mq-recv -n 0 t -- cmd` handles it and exits 0.
+	# SPEC: -n 0 = all available; exit 1 = got no message.
 	mq-topic group t g --max-attempts 2 >/dev/null
 	mq-send -q t a b
 	run -0 mq-recv -g g --lease 1s --format '%a %b' t
@@ -459,14 +459,14 @@ delivered() {
 }
 
 @test "reaping a dead consumer does not release a live consumer that took its id meanwhile" {
-	# BUG: reap() (deliver.c) reads the consumer rows, then takes the
-	# write lock and releases by id what it found dead in that earlier
-	# read.  Consumer ids are reused (INTEGER PRIMARY KEY without
-	# AUTOINCREMENT), so when, while it waited for the lock, the dead
-	# consumer was reaped by another process and a new consumer joined
-	# with the same id, the live newcomer's leases are released (its
-	# message is delivered again while its handler runs) and its row is
-	# deleted (if it dies later, nobody reclaims its leases at once).
+	# reap() (deliver.c) finds dead consumers in a read, then reads the
+	# consumer rows again under the write lock before it releases
+	# anything.  Consumer ids are reused (INTEGER PRIMARY KEY without
+	# AUTOINCREMENT): while it waited for the lock, the dead consumer may
+	# have been reaped by another process and a new consumer joined with
+	# the same id.  The live newcomer keeps its leases (its message is
+	# not delivered again while its handler runs) and its row (should it
+	# die later, its leases are still reclaimed at once).
 	# SPEC: until a delivery is settled, no other member gets it.
 	# The other reaper and the newcomer are played by sqlite3 here,
 	# holding the write lock; the newcomer's process is a sleep.

@@ -379,14 +379,12 @@ send10() {
 }
 
 @test "--latest skips all there is, in flight and retrying included: nothing to receive afterwards" {
-	# BUG: when the group's position is already at the end (every
-	# message handed out, some still in flight or waiting for a retry),
-	# --latest prints "position N: unchanged" and keeps those deliveries,
-	# so they come back when their lease or backoff runs out; with one
-	# more message in the topic the same command drops them (cmd/mq-replay.c
-	# move(): the pos == g.pos shortcut returns before mq_store_cancel).
-	# Repro: mq-send t a b; mq-recv -g g -n 0 --lease 1s t;
-	#   mq-replay -g g --latest t; sleep 1.5; mq-recv -g g t  -> a again.
+	# --latest drops the in-flight and retrying deliveries before the
+	# end even when the group's position is already there (every
+	# message handed out), just as it does when there is one more
+	# message to skip: nothing comes back when their lease or backoff
+	# runs out.  Only a --shift that lands where the group is leaves it
+	# "unchanged".
 	# SPEC: --latest moves the group's cursor so it skips ahead.
 	#
 	# two topics: t with no message after the ones in flight, u with

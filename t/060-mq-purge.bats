@@ -333,14 +333,10 @@ send10() {
 }
 
 @test "--before-offset past the end does not move groups past the end" {
-	# BUG: mq-purge --before-offset N --force with N beyond the topic's
-	# next offset moves every group's position up to N
-	# (mq_store_purge_range: UPDATE grp SET pos = hi with hi up to N), so
-	# the messages later sent at offsets below N are never delivered to
-	# those groups.  Repro:
-	#   mq-send t 1 2 3; mq-topic group t g
-	#   mq-purge --before-offset 1000 --force t; mq-send t new
-	#   mq-recv -g g t   -> exit 1 (grp.pos is 1000, "new" is offset 4)
+	# mq-purge --before-offset N --force with N beyond the topic's next
+	# offset moves the groups up to the next offset at most, never to N
+	# (mq_store_purge_range), so a message sent after the purge, at an
+	# offset below N, is still delivered to every group.
 	# SPEC: every group receives every message of its topic; offsets are
 	# never reused, so what comes after a purge is new to every group.
 	mq-send -q t 1 2 3
@@ -354,14 +350,12 @@ send10() {
 }
 
 @test "after a purge, a group's lag counts the messages it can still receive" {
-	# BUG (since 67c8ef2, where the default purge deletes every message
-	# no group holds, not only the settled prefix): the purge leaves holes above a message one group still holds, and
-	# a group that then starts below them (new, or rewound with
-	# --earliest) has its lag counted as next_off - pos, holes included
-	# (store.c mq_group_stats: pending = next_off - pos).  Repro:
-	#   mq-send t 1 2 3 4 5 6 7 8 9 10; mq-recv -g a -n 0 -A t
-	#   mq-recv -g b -n 0 t  (ack all but offset 3); mq-purge t
-	#   mq-topic group t n  -> "lag 8", but mq-recv -g n -n 0 t gets 1.
+	# The default purge deletes every message no group holds, so it
+	# leaves holes above a message one group still holds (offset 3 here).
+	# A group that then starts below them (new, or rewound with
+	# --earliest) counts in its lag only the messages still stored
+	# (store.c mq_group_stats, with topic.gap_below), not next_off - pos:
+	# the lag shown is what mq-recv then gets.
 	# SPEC (mq-lag): lag = messages of the topic the group has not
 	# settled; mq-topic show prints the same lag.
 	send10
