@@ -16,7 +16,8 @@
 
 #include "mq.h"
 
-#define CHUNK	2000
+#define CHUNK		2000
+#define PAUSE_US	2000	/* between chunks */
 
 static const char *dbpath, *group;
 static int64_t older = -1, before = -1;
@@ -141,6 +142,12 @@ purge_topic(struct mq *q, const char *name)
 			totbytes += bytes;
 			lo = hi;
 			progress(name, total, &shown);
+			/*
+			 * Let waiting writers in: they retry every 0.2-2ms
+			 * (db.c) and would rarely find the lock free in the
+			 * microseconds before the next chunk takes it again.
+			 */
+			usleep(PAUSE_US);
 		}
 		if (shown != now)
 			fputc('\n', stderr);

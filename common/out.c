@@ -196,11 +196,12 @@ mq_rfc3339(int64_t ms, char *buf, size_t len)
 {
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
-	char tmp[32];
 
+	/* not strftime: it reads the time zone, which UTC does not need */
 	gmtime_r(&t, &tm);
-	strftime(tmp, sizeof tmp, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%03dZ", tmp, (int)(ms % 1000));
+	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+	    tm.tm_sec, (int)(ms % 1000));
 }
 
 static void

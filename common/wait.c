@@ -8,8 +8,9 @@
  * data_version, which changes exactly when another connection committed,
  * decides.  The write comes before the commit is visible (the writer
  * syncs the WAL, then publishes the commit in the -shm), so after an event
- * with no change yet the wait looks again every millisecond for a while
- * (HURRY_MS) instead of sleeping until the next event.  Where inotify is missing the wait falls back to looking every
+ * with no change yet the wait looks again every 0.2ms for a while
+ * (HURRY_MS, longer than a sync takes) instead of sleeping until the next
+ * event.  Where inotify is missing the wait falls back to looking every
  * 50ms.  Either way a wait never sleeps past `until`, so a caller that
  * knows when the next lease or retry falls due passes that time.
  *
@@ -22,6 +23,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/inotify.h>
@@ -31,12 +33,15 @@
 
 #define FALLBACK_MS	50
 #define SAFETY_MS	1000	/* look now and then even with inotify */
-#define HURRY_MS	200	/* after an event, look every ms this long */
+#define HURRY_MS	50	/* after an event, look this long ... */
+#define HURRY_NS	200000	/* ... this often */
 
 struct mq_waiter {
 	struct mq	*q;
 	int		 fd;
 	int64_t		 dv;
+	const char	*base;		/* the database's file name */
+	size_t		 baselen;
 };
 
 struct mq_waiter *
@@ -47,6 +52,9 @@ mq_waiter_new(struct mq *q)
 
 	w->q = q;
 	w->fd = -1;
+	w->base = strrchr(mq_path(q), '/') ? strrchr(mq_path(q), '/') + 1 :
+	    mq_path(q);
+	w->baselen = strlen(w->base);
 #ifdef __linux__
 	if ((slash = strrchr(dir, '/')))
 		*(slash == dir ? slash + 1 : slash) = '\0';
@@ -82,13 +90,35 @@ mq_waiter_fd(struct mq_waiter *w)
 	return w->fd;
 }
 
-static void
-drain(int fd)
+/*
+ * Reads the queued events (a bounded number of times: a busy directory
+ * must not keep us here); returns whether one was about the database or
+ * its WAL, not another file of the same directory.
+ */
+static int
+drain(struct mq_waiter *w)
 {
-	char buf[4096];
+#ifdef __linux__
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	const struct inotify_event *e;
+	ssize_t n;
+	char *p;
+	int tries, ours = 0;
 
-	while (read(fd, buf, sizeof buf) > 0)
-		;
+	for (tries = 0; tries < 8 && (n = read(w->fd, buf, sizeof buf)) > 0;
+	    tries++)
+		for (p = buf; p < buf + n; p += sizeof *e + e->len) {
+			e = (const struct inotify_event *)p;
+			if (e->len && !strncmp(e->name, w->base, w->baselen) &&
+			    (e->name[w->baselen] == '\0' ||
+			    !strcmp(e->name + w->baselen, "-wal")))
+				ours = 1;
+		}
+	return ours;
+#else
+	(void)w;
+	return 0;
+#endif
 }
 
 /*
@@ -100,6 +130,7 @@ int
 mq_wait(struct mq_waiter *w, int64_t until, int fd)
 {
 	struct pollfd pfd[2];
+	struct timespec ts;
 	int64_t now, dv, ms, hurry = 0;
 	int rc;
 
@@ -114,20 +145,22 @@ mq_wait(struct mq_waiter *w, int64_t until, int fd)
 		ms = until - now;
 		if (ms > (w->fd >= 0 ? SAFETY_MS : FALLBACK_MS))
 			ms = w->fd >= 0 ? SAFETY_MS : FALLBACK_MS;
-		if (now < hurry)
-			ms = 1;
+		ts.tv_sec = ms / 1000;
+		ts.tv_nsec = ms % 1000 * 1000000;
+		if (now < hurry) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = HURRY_NS;
+		}
 		pfd[0].fd = w->fd;	/* poll ignores a negative fd */
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fd;
 		pfd[1].events = POLLIN;
-		rc = poll(pfd, 2, (int)ms);
+		rc = ppoll(pfd, 2, &ts, NULL);
 		if (rc < 0 && errno == EINTR)
 			return -1;
 		if (rc > 0 && (pfd[1].revents & POLLIN))
 			return 2;
-		if (rc > 0 && (pfd[0].revents & POLLIN)) {
-			drain(w->fd);
+		if (rc > 0 && (pfd[0].revents & POLLIN) && drain(w))
 			hurry = mq_now() + HURRY_MS;
-		}
 	}
 }
