@@ -463,9 +463,13 @@ check(FILE *f)
 			if (!rows[i].has_group || !breached(&rows[i], w))
 				continue;
 			lim = limit_for(&rows[i], w);
-			if (w == AGE) {
+			if (w == AGE && age(&rows[i]) < 60000) {
+				/* to the ms: 1.0s > 1.0s would read as no breach */
+				snprintf(v, sizeof v, "%.3fs", age(&rows[i]) / 1e3);
+				mq_format_duration(lim->value, l, sizeof l);
+			} else if (w == AGE) {
 				mq_human_age(age(&rows[i]), v, sizeof v);
-				mq_human_age(lim->value, l, sizeof l);
+				mq_format_duration(lim->value, l, sizeof l);
 			} else {
 				snprintf(v, sizeof v, "%lld",
 				    (long long)measure(&rows[i], w));

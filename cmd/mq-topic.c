@@ -139,11 +139,11 @@ lost(struct mq *q, const struct mq_topic *t, const struct mq_group *only,
 		return;
 	g = *only;
 	mq_group_stats(q, t, &g, mq_now(), &st);
-	if (st.lag + st.dead > 0) {
+	if (st.lag + st.delayed + st.dead > 0) {
 		mq_rollback(q);
 		mq_die(MQ_EX_NONE, "not deleting %s: group %s has %lld "
 		    "unsettled messages (use --force)", what, g.name,
-		    (long long)(st.lag + st.dead));
+		    (long long)(st.lag + st.delayed + st.dead));
 	}
 }
 
