@@ -460,6 +460,22 @@ mq_rollback(struct mq *q)
 	q->in_tx = 0;
 }
 
+/*
+ * Whether the next commits sync (FULL) or leave the sync to a later commit
+ * (NORMAL: in WAL mode a later synced commit covers the earlier frames).
+ * MQ_SYNC=normal keeps NORMAL throughout.
+ */
+void
+mq_sync(struct mq *q, int full)
+{
+	const char *env = getenv("MQ_SYNC");
+
+	if (env && !strcmp(env, "normal"))
+		full = 0;
+	exec(q, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+	    "cannot set synchronous");
+}
+
 int64_t
 mq_data_version(struct mq *q)
 {

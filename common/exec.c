@@ -17,6 +17,9 @@
  *   reaches mq-recv, which decides, and not the handlers directly.
  * - The body reaches the handler through an unlinked temporary file, never
  *   a pipe, so a handler that does not read its stdin cannot block us.
+ * - A claim here commits without its own sync (mq_sync): losing it to a
+ *   power cut only delivers the message again, and every settle, heartbeat
+ *   and the final leave are synced, which syncs the claims before them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -329,7 +332,9 @@ mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
 		if (x->limit && want > x->limit - taken)
 			want = (int)(x->limit - taken);
 		if (!stopped && want > 0) {
+			mq_sync(q, 0);
 			k = mq_claim(q, c, msgs, want, &next_due);
+			mq_sync(q, 1);
 			for (i = 0; i < k; i++) {
 				int slot = 0;
 				pid_t pid;

@@ -83,6 +83,7 @@ void	 mq_begin_read(struct mq *);
 void	 mq_commit(struct mq *);
 void	 mq_rollback(struct mq *);
 int64_t	 mq_data_version(struct mq *);
+void	 mq_sync(struct mq *, int full);
 int	 mq_schema_version(void);
 
 /* store.c: the storage layer; every SQL statement of mq lives there */
