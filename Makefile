@@ -17,7 +17,7 @@ LDLIBS += $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay 2>/dev/null || ech
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
 LIBSRC = common/err.c common/parse.c common/db.c common/store.c \
-	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c common/table.c
+	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c common/table.c common/lag.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)

@@ -17,13 +17,6 @@
 
 #include "mq.h"
 
-struct row {
-	struct mq_topic	 t;
-	struct mq_group	 g;
-	struct mq_gstats s;
-	int		 has_group;
-	double		 in, out;	/* --watch: messages per second */
-};
 
 struct limit {
 	int		 what;		/* LAG AGE DEAD EXPIRED */
@@ -33,12 +26,9 @@ struct limit {
 enum { LAG, AGE, DEAD, EXPIRED };
 static const char *limit_names[] = { "lag", "age", "dead", "expired" };
 
-static struct row *rows;
-static int nrows;
+static struct mq_lag lag;
 static struct limit *limits;
 static int nlimits;
-static const char *only_topic, *only_group;
-static int64_t now;
 
 static void
 usage(FILE *f, int status)
@@ -79,70 +69,12 @@ add_limit(int what, char *arg)
 		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
 }
 
-static void
-add_group(const struct mq_group *g, void *arg)
-{
-	struct row *r;
-
-	if (only_group && strcmp(g->name, only_group))
-		return;
-	rows = mq_array(rows, nrows + 1, sizeof *rows);
-	r = &rows[nrows++];
-	memset(r, 0, sizeof *r);
-	r->t = *(const struct mq_topic *)arg;
-	r->g = *g;
-	r->has_group = 1;
-}
-
-static void
-add_topic(const struct mq_topic *t, void *arg)
-{
-	int before = nrows;
-
-	if (only_topic && strcmp(t->name, only_topic))
-		return;
-	mq_group_each(arg, t, add_group, (void *)t);
-	if (nrows == before && !only_group) {	/* a topic with no group */
-		rows = mq_array(rows, nrows + 1, sizeof *rows);
-		memset(&rows[nrows], 0, sizeof *rows);
-		rows[nrows++].t = *t;
-	}
-}
-
-/* One consistent snapshot of every row. */
-static void
-collect(struct mq *q)
-{
-	struct mq_topic t;
-	int i;
-
-	nrows = 0;
-	mq_begin_read(q);
-	now = mq_now();
-	if (only_topic && !mq_topic_get(q, only_topic, &t))
-		mq_die(MQ_EX_NOINPUT, "no such topic: %s", only_topic);
-	mq_topic_each(q, add_topic, q);
-	if (only_group && nrows == 0)
-		mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", only_topic,
-		    only_group);
-	for (i = 0; i < nrows; i++)
-		if (rows[i].has_group)
-			mq_group_stats(q, &rows[i].t, &rows[i].g, now, &rows[i].s);
-	mq_rollback(q);
-}
-
 static int64_t
-age(const struct row *r)
-{
-	return r->s.oldest_ts ? now - r->s.oldest_ts : 0;
-}
-
-static int64_t
-measure(const struct row *r, int what)
+measure(const struct mq_lag_row *r, int what)
 {
 	switch (what) {
 	case LAG: return r->s.lag;
-	case AGE: return age(r);
+	case AGE: return mq_lag_age(&lag, r);
 	case DEAD: return r->s.dead;
 	default: return r->s.expired;
 	}
@@ -150,7 +82,7 @@ measure(const struct row *r, int what)
 
 /* The most specific limit of a kind for a row, or NULL. */
 static const struct limit *
-limit_for(const struct row *r, int what)
+limit_for(const struct mq_lag_row *r, int what)
 {
 	const struct limit *best = NULL;
 	int i, score, top = -1;
@@ -171,7 +103,7 @@ limit_for(const struct row *r, int what)
 }
 
 static int
-breached(const struct row *r, int what)
+breached(const struct mq_lag_row *r, int what)
 {
 	const struct limit *l = r->has_group ? limit_for(r, what) : NULL;
 
@@ -191,8 +123,8 @@ table(int watch)
 
 	for (i = 0; i < 14; i++)
 		cells[i] = c[i];
-	for (i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
+	for (i = 0; i < lag.n; i++) {
+		const struct mq_lag_row *r = &lag.rows[i];
 
 		memset(hot, 0, sizeof hot);
 		snprintf(c[0], sizeof c[0], "%s", r->t.name);
@@ -210,7 +142,7 @@ table(int watch)
 			mq_human_count(r->s.delayed, c[8], 32);
 			mq_human_count(r->s.dead, c[9], 32);
 			if (r->s.oldest_ts)
-				mq_human_age(age(r), c[10], 32);
+				mq_human_age(mq_lag_age(&lag, r), c[10], 32);
 			else
 				strcpy(c[10], "-");
 			mq_human_count(r->s.consumers, c[11], 32);
@@ -227,227 +159,6 @@ table(int watch)
 	mq_table_free(tb);
 }
 
-static void
-json(void)
-{
-	char ts[40], old[40];
-	int i;
-
-	mq_rfc3339(now, ts, sizeof ts);
-	for (i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
-
-		printf("{\"time\":\"%s\",\"epoch\":%.3f,\"topic\":\"%s\","
-		    "\"end_offset\":%lld,\"messages\":%lld,\"bytes\":%lld", ts,
-		    now / 1e3, r->t.name, (long long)(r->t.next_off - 1),
-		    (long long)r->t.msgs, (long long)r->t.bytes);
-		if (r->has_group) {
-			printf(",\"group\":\"%s\",\"position\":%lld,\"lag\":%lld,"
-			    "\"in_flight\":%lld,\"expired\":%lld,"
-			    "\"retrying\":%lld,\"delayed\":%lld,\"dead\":%lld,"
-			    "\"consumers\":%lld,\"settled_total\":%lld,"
-			    "\"delivered_total\":%lld,\"failed_total\":%lld,"
-			    "\"dead_lettered_total\":%lld",
-			    r->g.name, (long long)r->g.pos, (long long)r->s.lag,
-			    (long long)r->s.inflight, (long long)r->s.expired,
-			    (long long)r->s.retrying, (long long)r->s.delayed,
-			    (long long)r->s.dead, (long long)r->s.consumers,
-			    (long long)r->g.settled, (long long)r->g.delivered,
-			    (long long)r->g.failed, (long long)r->g.deadlettered);
-			if (r->s.oldest_ts) {
-				mq_rfc3339(r->s.oldest_ts, old, sizeof old);
-				printf(",\"oldest_age_s\":%.3f,\"oldest_time\":"
-				    "\"%s\",\"oldest_epoch\":%.3f", age(r) / 1e3,
-				    old, r->s.oldest_ts / 1e3);
-			} else
-				printf(",\"oldest_age_s\":0,\"oldest_time\":null,"
-				    "\"oldest_epoch\":null");
-		} else
-			printf(",\"group\":null");
-		printf("}\n");
-	}
-}
-
-static void
-prometheus(void)
-{
-	static const struct { const char *name, *type, *help; int group; } m[] = {
-		{ "mq_topic_appended_total", "counter",
-		  "Messages ever appended to the topic (its end offset).", 0 },
-		{ "mq_topic_messages", "gauge", "Messages stored.", 0 },
-		{ "mq_topic_bytes", "gauge", "Body bytes stored.", 0 },
-		{ "mq_group_position", "gauge",
-		  "Next offset the group hands out.", 1 },
-		{ "mq_group_lag", "gauge", "Messages due and not settled by the "
-		  "group: not delivered, in flight, waiting for retry.", 1 },
-		{ "mq_group_in_flight", "gauge", "Leases running.", 1 },
-		{ "mq_group_expired", "gauge", "Leases run out, not yet "
-		  "redelivered (consumption timeouts).", 1 },
-		{ "mq_group_retrying", "gauge", "Failed deliveries waiting for "
-		  "their retry.", 1 },
-		{ "mq_group_delayed", "gauge", "Messages not due yet.", 1 },
-		{ "mq_group_dead", "gauge", "Dead letters.", 1 },
-		{ "mq_group_oldest_age_seconds", "gauge", "Age of the oldest "
-		  "unsettled message.", 1 },
-		{ "mq_group_consumers", "gauge", "Live consumers.", 1 },
-		{ "mq_group_settled_total", "counter", "Messages the group "
-		  "ever settled.", 1 },
-		{ "mq_group_delivered_total", "counter", "Deliveries the group "
-		  "ever made, redeliveries included.", 1 },
-		{ "mq_group_failed_total", "counter", "Deliveries that failed "
-		  "(mq-ack --fail, handler exit status).", 1 },
-		{ "mq_group_dead_lettered_total", "counter", "Dead letters the "
-		  "group ever made.", 1 },
-	};
-	size_t k;
-	int i;
-
-	for (k = 0; k < sizeof m / sizeof *m; k++) {
-		printf("# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
-		    m[k].name, m[k].type);
-		for (i = 0; i < nrows; i++) {
-			const struct row *r = &rows[i];
-			double v;
-
-			if (m[k].group && !r->has_group)
-				continue;
-			if (!m[k].group && i > 0 && !strcmp(rows[i - 1].t.name,
-			    r->t.name))
-				continue;	/* one sample per topic */
-			switch (k) {
-			case 0: v = r->t.next_off - 1; break;
-			case 1: v = r->t.msgs; break;
-			case 2: v = r->t.bytes; break;
-			case 3: v = r->g.pos; break;
-			case 4: v = r->s.lag; break;
-			case 5: v = r->s.inflight; break;
-			case 6: v = r->s.expired; break;
-			case 7: v = r->s.retrying; break;
-			case 8: v = r->s.delayed; break;
-			case 9: v = r->s.dead; break;
-			case 10: v = age(r) / 1e3; break;
-			case 11: v = r->s.consumers; break;
-			case 12: v = r->g.settled; break;
-			case 13: v = r->g.delivered; break;
-			case 14: v = r->g.failed; break;
-			default: v = r->g.deadlettered; break;
-			}
-			if (m[k].group)
-				printf("%s{topic=\"%s\",group=\"%s\"} %.15g\n",
-				    m[k].name, r->t.name, r->g.name, v);
-			else
-				printf("%s{topic=\"%s\"} %.15g\n", m[k].name,
-				    r->t.name, v);
-		}
-	}
-}
-
-static int
-cmp_topics(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-
-	if (x->t.msgs != y->t.msgs)
-		return x->t.msgs < y->t.msgs ? 1 : -1;
-	if (x->t.bytes != y->t.bytes)
-		return x->t.bytes < y->t.bytes ? 1 : -1;
-	return strcmp(x->t.name, y->t.name);
-}
-
-static void
-topics(int as_json)
-{
-	static const char *head[] = { "TOPIC", "MESSAGES", "BYTES", "END",
-	    "GROUPS" };
-	struct mq_table *tb = mq_table_new(5, head, "lrrrr");
-	char c[5][MQ_NAME_MAX + 8], *cells[5] = { c[0], c[1], c[2], c[3], c[4] };
-	int i, j, groups;
-
-	/* one row per topic: the first of its rows, with its groups counted */
-	for (i = j = 0; i < nrows; i = j) {
-		for (groups = 0, j = i; j < nrows &&
-		    !strcmp(rows[j].t.name, rows[i].t.name); j++)
-			groups += rows[j].has_group;
-		rows[i].s.consumers = groups;	/* reuse as the group count */
-		if (j > i + 1)
-			memmove(&rows[i + 1], &rows[j], (nrows - j) * sizeof *rows);
-		nrows -= j - i - 1;
-		j = i + 1;
-	}
-	qsort(rows, nrows, sizeof *rows, cmp_topics);
-	for (i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
-
-		if (as_json) {
-			printf("{\"topic\":\"%s\",\"messages\":%lld,\"bytes\":%lld,"
-			    "\"end_offset\":%lld,\"groups\":%lld}\n", r->t.name,
-			    (long long)r->t.msgs, (long long)r->t.bytes,
-			    (long long)(r->t.next_off - 1),
-			    (long long)r->s.consumers);
-			continue;
-		}
-		snprintf(c[0], sizeof c[0], "%s", r->t.name);
-		mq_human_count(r->t.msgs, c[1], 32);
-		mq_human_size(r->t.bytes, c[2], 32);
-		mq_human_count(r->t.next_off - 1, c[3], 32);
-		snprintf(c[4], 32, "%lld", (long long)r->s.consumers);
-		mq_table_add(tb, cells, NULL);
-	}
-	if (!as_json)
-		mq_table_print(stdout, tb, mq_want_colour(stdout));
-	mq_table_free(tb);
-}
-
-static void
-consumers(struct mq *q, int as_json)
-{
-	static const char *head[] = { "TOPIC", "GROUP", "HOST", "PID", "SINCE",
-	    "SEEN", "INFLIGHT" };
-	struct mq_table *tb = mq_table_new(7, head, "lllrrrr");
-	char c[7][300], *cells[7], since[40], seen[40];
-	struct mq_consumer *cs;
-	int64_t *held;
-	int i, k, n;
-
-	for (i = 0; i < 7; i++)
-		cells[i] = c[i];
-	mq_begin_read(q);
-	for (i = 0; i < nrows; i++) {
-		if (!rows[i].has_group)
-			continue;
-		n = mq_store_consumers_of(q, rows[i].g.id, &cs, &held);
-		for (k = 0; k < n; k++) {
-			mq_rfc3339(cs[k].since, since, sizeof since);
-			mq_rfc3339(cs[k].seen, seen, sizeof seen);
-			if (as_json) {
-				printf("{\"topic\":\"%s\",\"group\":\"%s\","
-				    "\"host\":", rows[i].t.name, rows[i].g.name);
-				mq_json_str(stdout, (unsigned char *)cs[k].host,
-				    strlen(cs[k].host));
-				printf(",\"pid\":%lld,\"since\":\"%s\","
-				    "\"since_epoch\":%.3f,\"seen\":\"%s\","
-				    "\"seen_epoch\":%.3f,\"in_flight\":%lld}\n",
-				    (long long)cs[k].pid, since, cs[k].since / 1e3,
-				    seen, cs[k].seen / 1e3, (long long)held[k]);
-				continue;
-			}
-			snprintf(c[0], 300, "%s", rows[i].t.name);
-			snprintf(c[1], 300, "%s", rows[i].g.name);
-			snprintf(c[2], 300, "%s", cs[k].host);
-			snprintf(c[3], 300, "%lld", (long long)cs[k].pid);
-			mq_human_age(now - cs[k].since, c[4], 300);
-			mq_human_age(now - cs[k].seen, c[5], 300);
-			snprintf(c[6], 300, "%lld", (long long)held[k]);
-			mq_table_add(tb, cells, NULL);
-		}
-		free(cs);
-		free(held);
-	}
-	mq_rollback(q);
-	if (!as_json)
-		mq_table_print(stdout, tb, mq_want_colour(stdout));
-	mq_table_free(tb);
-}
 
 /* One line per breach, on f; returns how many. */
 static int
@@ -456,28 +167,29 @@ check(FILE *f)
 	char v[32], l[32];
 	int i, w, n = 0;
 
-	for (i = 0; i < nrows; i++) {
+	for (i = 0; i < lag.n; i++) {
 		for (w = LAG; w <= EXPIRED; w++) {
 			const struct limit *lim;
 
-			if (!rows[i].has_group || !breached(&rows[i], w))
+			if (!lag.rows[i].has_group || !breached(&lag.rows[i], w))
 				continue;
-			lim = limit_for(&rows[i], w);
-			if (w == AGE && age(&rows[i]) < 60000) {
+			lim = limit_for(&lag.rows[i], w);
+			if (w == AGE && mq_lag_age(&lag, &lag.rows[i]) < 60000) {
 				/* to the ms: 1.0s > 1.0s would read as no breach */
-				snprintf(v, sizeof v, "%.3fs", age(&rows[i]) / 1e3);
+				snprintf(v, sizeof v, "%.3fs",
+				    mq_lag_age(&lag, &lag.rows[i]) / 1e3);
 				mq_format_duration(lim->value, l, sizeof l);
 			} else if (w == AGE) {
-				mq_human_age(age(&rows[i]), v, sizeof v);
+				mq_human_age(mq_lag_age(&lag, &lag.rows[i]), v, sizeof v);
 				mq_format_duration(lim->value, l, sizeof l);
 			} else {
 				snprintf(v, sizeof v, "%lld",
-				    (long long)measure(&rows[i], w));
+				    (long long)measure(&lag.rows[i], w));
 				snprintf(l, sizeof l, "%lld",
 				    (long long)lim->value);
 			}
-			fprintf(f, "%s/%s: %s %s > %s\n", rows[i].t.name,
-			    rows[i].g.name, limit_names[w], v, l);
+			fprintf(f, "%s/%s: %s %s > %s\n", lag.rows[i].t.name,
+			    lag.rows[i].g.name, limit_names[w], v, l);
 			n++;
 		}
 	}
@@ -504,7 +216,7 @@ watch(struct mq *q, int64_t every)
 {
 	struct termios raw;
 	struct pollfd pfd[2];
-	struct row *prev = NULL;
+	struct mq_lag_row *prev = NULL;
 	int nprev = 0, i, k;
 	int64_t then = 0;
 	char c, ts[40];
@@ -520,29 +232,29 @@ watch(struct mq *q, int64_t every)
 		fputs("\033[?1049h\033[?25l", stdout);
 	}
 	while (!mq_stop) {
-		collect(q);
-		for (i = 0; i < nrows && then; i++)
+		mq_lag_collect(q, &lag);
+		for (i = 0; i < lag.n && then; i++)
 			for (k = 0; k < nprev; k++) {
-				double dt = (now - then) / 1e3;
+				double dt = (lag.now - then) / 1e3;
 
-				if (strcmp(rows[i].t.name, prev[k].t.name) ||
-				    strcmp(rows[i].g.name, prev[k].g.name) || dt <= 0)
+				if (strcmp(lag.rows[i].t.name, prev[k].t.name) ||
+				    strcmp(lag.rows[i].g.name, prev[k].g.name) || dt <= 0)
 					continue;
-				rows[i].in = (rows[i].t.next_off -
+				lag.rows[i].in = (lag.rows[i].t.next_off -
 				    prev[k].t.next_off) / dt;
-				rows[i].out = (rows[i].g.settled -
+				lag.rows[i].out = (lag.rows[i].g.settled -
 				    prev[k].g.settled) / dt;
 			}
-		mq_rfc3339(now, ts, sizeof ts);
+		mq_rfc3339(lag.now, ts, sizeof ts);
 		printf("\033[H\033[2J%s  %s  (every %llds; q quits)\n\n",
 		    mq_path(q), ts, (long long)(every / 1000));
 		table(1);
 		fflush(stdout);
 		free(prev);
-		prev = mq_array(NULL, nrows, sizeof *prev);
-		memcpy(prev, rows, nrows * sizeof *rows);
-		nprev = nrows;
-		then = now;
+		prev = mq_array(NULL, lag.n, sizeof *prev);
+		memcpy(prev, lag.rows, lag.n * sizeof *lag.rows);
+		nprev = lag.n;
+		then = lag.now;
 		pfd[0].fd = tty_raw ? 0 : -1;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = mq_stop_fd();
@@ -613,9 +325,9 @@ main(int argc, char *argv[])
 	if (argc > 2)
 		usage(stderr, MQ_EX_USAGE);
 	if (argc > 0)
-		only_topic = mq_name_arg(argv[0], "topic");
+		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
-		only_group = mq_name_arg(argv[1], "group");
+		lag.group = mq_name_arg(argv[1], "group");
 	if (every >= 0 && (mode || view))
 		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");
@@ -633,18 +345,18 @@ main(int argc, char *argv[])
 		mq_close(q);
 		return mq_finish();
 	}
-	collect(q);
+	mq_lag_collect(q, &lag);
 	if (nlimits)
 		breaches = 0;
 	if (!quiet) {
 		if (view == 'T')
-			topics(mode == 'J');
+			mq_lag_topics(stdout, &lag, mode == 'J');
 		else if (view == 'C')
-			consumers(q, mode == 'J');
+			mq_lag_consumers(stdout, q, &lag, mode == 'J');
 		else if (mode == 'J')
-			json();
+			mq_lag_json(stdout, &lag);
 		else if (mode == 'P')
-			prometheus();
+			mq_lag_prometheus(stdout, &lag);
 		else
 			table(0);
 	}

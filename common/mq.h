@@ -306,6 +306,27 @@ void	 mq_human_age(int64_t ms, char *buf, size_t len);
 void	 mq_human_size(int64_t bytes, char *buf, size_t len);
 int	 mq_want_colour(FILE *);
 
+/* lag.c: what mq-lag reports */
+struct mq_lag_row {
+	struct mq_topic	 t;
+	struct mq_group	 g;
+	struct mq_gstats s;
+	int		 has_group;	/* 0: a topic without groups */
+	double		 in, out;	/* messages per second, for --watch */
+};
+struct mq_lag {
+	const char		*topic, *group;	/* only these; NULL: all */
+	struct mq_lag_row	*rows;
+	int			 n;
+	int64_t			 now;
+};
+void	 mq_lag_collect(struct mq *, struct mq_lag *);
+int64_t	 mq_lag_age(const struct mq_lag *, const struct mq_lag_row *);
+void	 mq_lag_json(FILE *, const struct mq_lag *);
+void	 mq_lag_prometheus(FILE *, const struct mq_lag *);
+void	 mq_lag_topics(FILE *, struct mq_lag *, int json);
+void	 mq_lag_consumers(FILE *, struct mq *, const struct mq_lag *, int json);
+
 /* wait.c: sleeping until the database may have changed */
 struct mq_waiter;
 struct mq_waiter *mq_waiter_new(struct mq *);

@@ -1,0 +1,311 @@
+/*
+ * lag.c: what mq-lag reports: one snapshot of every topic and group, and
+ * its machine forms (JSON lines, Prometheus text) and listings.
+ *
+ * Cost follows the number of topics, groups and unsettled deliveries, not
+ * the size of the log: every figure comes from counters and the delivery
+ * rows (mq_group_stats in store.c).  The snapshot is one read
+ * transaction; nothing here writes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mq.h"
+
+struct collector {
+	struct mq_lag		*L;
+	struct mq		*q;
+	const struct mq_topic	*t;
+};
+
+static void
+add_group(const struct mq_group *g, void *arg)
+{
+	struct collector *c = arg;
+	struct mq_lag *L = c->L;
+	struct mq_lag_row *r;
+
+	if (L->group && strcmp(g->name, L->group))
+		return;
+	L->rows = mq_array(L->rows, L->n + 1, sizeof *L->rows);
+	r = &L->rows[L->n++];
+	memset(r, 0, sizeof *r);
+	r->t = *c->t;
+	r->g = *g;
+	r->has_group = 1;
+}
+
+static void
+add_topic(const struct mq_topic *t, void *arg)
+{
+	struct collector *c = arg;
+	struct mq_lag *L = c->L;
+	int before = L->n;
+
+	if (L->topic && strcmp(t->name, L->topic))
+		return;
+	c->t = t;
+	mq_group_each(c->q, t, add_group, c);
+	if (L->n == before && !L->group) {	/* a topic with no group */
+		L->rows = mq_array(L->rows, L->n + 1, sizeof *L->rows);
+		memset(&L->rows[L->n], 0, sizeof *L->rows);
+		L->rows[L->n++].t = *t;
+	}
+}
+
+/*
+ * One consistent snapshot of the rows of L->topic and L->group (every
+ * one when NULL); a named topic or group that does not exist exits 66.
+ */
+void
+mq_lag_collect(struct mq *q, struct mq_lag *L)
+{
+	struct collector c = { L, q, NULL };
+	struct mq_topic t;
+	int i;
+
+	L->n = 0;
+	mq_begin_read(q);
+	L->now = mq_now();
+	if (L->topic && !mq_topic_get(q, L->topic, &t))
+		mq_die(MQ_EX_NOINPUT, "no such topic: %s", L->topic);
+	mq_topic_each(q, add_topic, &c);
+	if (L->group && L->n == 0)
+		mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", L->topic,
+		    L->group);
+	for (i = 0; i < L->n; i++)
+		if (L->rows[i].has_group)
+			mq_group_stats(q, &L->rows[i].t, &L->rows[i].g, L->now,
+			    &L->rows[i].s);
+	mq_rollback(q);
+}
+
+/* Age of the oldest unsettled message that is due, 0 if none. */
+int64_t
+mq_lag_age(const struct mq_lag *L, const struct mq_lag_row *r)
+{
+	return r->s.oldest_ts ? L->now - r->s.oldest_ts : 0;
+}
+
+void
+mq_lag_json(FILE *f, const struct mq_lag *L)
+{
+	char ts[40], old[40];
+	int i;
+
+	mq_rfc3339(L->now, ts, sizeof ts);
+	for (i = 0; i < L->n; i++) {
+		const struct mq_lag_row *r = &L->rows[i];
+
+		fprintf(f, "{\"time\":\"%s\",\"epoch\":%.3f,\"topic\":\"%s\","
+		    "\"end_offset\":%lld,\"messages\":%lld,\"bytes\":%lld", ts,
+		    L->now / 1e3, r->t.name, (long long)(r->t.next_off - 1),
+		    (long long)r->t.msgs, (long long)r->t.bytes);
+		if (r->has_group) {
+			fprintf(f, ",\"group\":\"%s\",\"position\":%lld,\"lag\":%lld,"
+			    "\"in_flight\":%lld,\"expired\":%lld,"
+			    "\"retrying\":%lld,\"delayed\":%lld,\"dead\":%lld,"
+			    "\"consumers\":%lld,\"settled_total\":%lld,"
+			    "\"delivered_total\":%lld,\"failed_total\":%lld,"
+			    "\"dead_lettered_total\":%lld",
+			    r->g.name, (long long)r->g.pos, (long long)r->s.lag,
+			    (long long)r->s.inflight, (long long)r->s.expired,
+			    (long long)r->s.retrying, (long long)r->s.delayed,
+			    (long long)r->s.dead, (long long)r->s.consumers,
+			    (long long)r->g.settled, (long long)r->g.delivered,
+			    (long long)r->g.failed, (long long)r->g.deadlettered);
+			if (r->s.oldest_ts) {
+				mq_rfc3339(r->s.oldest_ts, old, sizeof old);
+				fprintf(f, ",\"oldest_age_s\":%.3f,\"oldest_time\":"
+				    "\"%s\",\"oldest_epoch\":%.3f", mq_lag_age(L, r) / 1e3,
+				    old, r->s.oldest_ts / 1e3);
+			} else
+				fprintf(f, ",\"oldest_age_s\":0,\"oldest_time\":null,"
+				    "\"oldest_epoch\":null");
+		} else
+			fprintf(f, ",\"group\":null");
+		fprintf(f, "}\n");
+	}
+}
+
+void
+mq_lag_prometheus(FILE *f, const struct mq_lag *L)
+{
+	static const struct { const char *name, *type, *help; int group; } m[] = {
+		{ "mq_topic_appended_total", "counter",
+		  "Messages ever appended to the topic (its end offset).", 0 },
+		{ "mq_topic_messages", "gauge", "Messages stored.", 0 },
+		{ "mq_topic_bytes", "gauge", "Body bytes stored.", 0 },
+		{ "mq_group_position", "gauge",
+		  "Next offset the group hands out.", 1 },
+		{ "mq_group_lag", "gauge", "Messages due and not settled by the "
+		  "group: not delivered, in flight, waiting for retry.", 1 },
+		{ "mq_group_in_flight", "gauge", "Leases running.", 1 },
+		{ "mq_group_expired", "gauge", "Leases run out, not yet "
+		  "redelivered (consumption timeouts).", 1 },
+		{ "mq_group_retrying", "gauge", "Failed deliveries waiting for "
+		  "their retry.", 1 },
+		{ "mq_group_delayed", "gauge", "Messages not due yet.", 1 },
+		{ "mq_group_dead", "gauge", "Dead letters.", 1 },
+		{ "mq_group_oldest_age_seconds", "gauge", "Age of the oldest "
+		  "unsettled message.", 1 },
+		{ "mq_group_consumers", "gauge", "Live consumers.", 1 },
+		{ "mq_group_settled_total", "counter", "Messages the group "
+		  "ever settled.", 1 },
+		{ "mq_group_delivered_total", "counter", "Deliveries the group "
+		  "ever made, redeliveries included.", 1 },
+		{ "mq_group_failed_total", "counter", "Deliveries that failed "
+		  "(mq-ack --fail, handler exit status).", 1 },
+		{ "mq_group_dead_lettered_total", "counter", "Dead letters the "
+		  "group ever made.", 1 },
+	};
+	size_t k;
+	int i;
+
+	for (k = 0; k < sizeof m / sizeof *m; k++) {
+		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
+		    m[k].name, m[k].type);
+		for (i = 0; i < L->n; i++) {
+			const struct mq_lag_row *r = &L->rows[i];
+			double v;
+
+			if (m[k].group && !r->has_group)
+				continue;
+			if (!m[k].group && i > 0 && !strcmp(L->rows[i - 1].t.name,
+			    r->t.name))
+				continue;	/* one sample per topic */
+			switch (k) {
+			case 0: v = r->t.next_off - 1; break;
+			case 1: v = r->t.msgs; break;
+			case 2: v = r->t.bytes; break;
+			case 3: v = r->g.pos; break;
+			case 4: v = r->s.lag; break;
+			case 5: v = r->s.inflight; break;
+			case 6: v = r->s.expired; break;
+			case 7: v = r->s.retrying; break;
+			case 8: v = r->s.delayed; break;
+			case 9: v = r->s.dead; break;
+			case 10: v = mq_lag_age(L, r) / 1e3; break;
+			case 11: v = r->s.consumers; break;
+			case 12: v = r->g.settled; break;
+			case 13: v = r->g.delivered; break;
+			case 14: v = r->g.failed; break;
+			default: v = r->g.deadlettered; break;
+			}
+			if (m[k].group)
+				fprintf(f, "%s{topic=\"%s\",group=\"%s\"} %.15g\n",
+				    m[k].name, r->t.name, r->g.name, v);
+			else
+				fprintf(f, "%s{topic=\"%s\"} %.15g\n", m[k].name,
+				    r->t.name, v);
+		}
+	}
+}
+
+static int
+cmp_topics(const void *a, const void *b)
+{
+	const struct mq_lag_row *x = a, *y = b;
+
+	if (x->t.msgs != y->t.msgs)
+		return x->t.msgs < y->t.msgs ? 1 : -1;
+	if (x->t.bytes != y->t.bytes)
+		return x->t.bytes < y->t.bytes ? 1 : -1;
+	return strcmp(x->t.name, y->t.name);
+}
+
+/* One row per topic, ranked by messages then bytes; rows are rewritten. */
+void
+mq_lag_topics(FILE *f, struct mq_lag *L, int as_json)
+{
+	static const char *head[] = { "TOPIC", "MESSAGES", "BYTES", "END",
+	    "GROUPS" };
+	struct mq_table *tb = mq_table_new(5, head, "lrrrr");
+	char c[5][MQ_NAME_MAX + 8], *cells[5] = { c[0], c[1], c[2], c[3], c[4] };
+	int i, j, groups;
+
+	/* one row per topic: the first of its L->rows, with its groups counted */
+	for (i = j = 0; i < L->n; i = j) {
+		for (groups = 0, j = i; j < L->n &&
+		    !strcmp(L->rows[j].t.name, L->rows[i].t.name); j++)
+			groups += L->rows[j].has_group;
+		L->rows[i].s.consumers = groups;	/* reuse as the group count */
+		if (j > i + 1)
+			memmove(&L->rows[i + 1], &L->rows[j], (L->n - j) * sizeof *L->rows);
+		L->n -= j - i - 1;
+		j = i + 1;
+	}
+	qsort(L->rows, L->n, sizeof *L->rows, cmp_topics);
+	for (i = 0; i < L->n; i++) {
+		const struct mq_lag_row *r = &L->rows[i];
+
+		if (as_json) {
+			fprintf(f, "{\"topic\":\"%s\",\"messages\":%lld,\"bytes\":%lld,"
+			    "\"end_offset\":%lld,\"groups\":%lld}\n", r->t.name,
+			    (long long)r->t.msgs, (long long)r->t.bytes,
+			    (long long)(r->t.next_off - 1),
+			    (long long)r->s.consumers);
+			continue;
+		}
+		snprintf(c[0], sizeof c[0], "%s", r->t.name);
+		mq_human_count(r->t.msgs, c[1], 32);
+		mq_human_size(r->t.bytes, c[2], 32);
+		mq_human_count(r->t.next_off - 1, c[3], 32);
+		snprintf(c[4], 32, "%lld", (long long)r->s.consumers);
+		mq_table_add(tb, cells, NULL);
+	}
+	if (!as_json)
+		mq_table_print(f, tb, mq_want_colour(f));
+	mq_table_free(tb);
+}
+
+void
+mq_lag_consumers(FILE *f, struct mq *q, const struct mq_lag *L, int as_json)
+{
+	static const char *head[] = { "TOPIC", "GROUP", "HOST", "PID", "SINCE",
+	    "SEEN", "INFLIGHT" };
+	struct mq_table *tb = mq_table_new(7, head, "lllrrrr");
+	char c[7][300], *cells[7], since[40], seen[40];
+	struct mq_consumer *cs;
+	int64_t *held;
+	int i, k, n;
+
+	for (i = 0; i < 7; i++)
+		cells[i] = c[i];
+	mq_begin_read(q);
+	for (i = 0; i < L->n; i++) {
+		if (!L->rows[i].has_group)
+			continue;
+		n = mq_store_consumers_of(q, L->rows[i].g.id, &cs, &held);
+		for (k = 0; k < n; k++) {
+			mq_rfc3339(cs[k].since, since, sizeof since);
+			mq_rfc3339(cs[k].seen, seen, sizeof seen);
+			if (as_json) {
+				fprintf(f, "{\"topic\":\"%s\",\"group\":\"%s\","
+				    "\"host\":", L->rows[i].t.name, L->rows[i].g.name);
+				mq_json_str(f, (unsigned char *)cs[k].host,
+				    strlen(cs[k].host));
+				fprintf(f, ",\"pid\":%lld,\"since\":\"%s\","
+				    "\"since_epoch\":%.3f,\"seen\":\"%s\","
+				    "\"seen_epoch\":%.3f,\"in_flight\":%lld}\n",
+				    (long long)cs[k].pid, since, cs[k].since / 1e3,
+				    seen, cs[k].seen / 1e3, (long long)held[k]);
+				continue;
+			}
+			snprintf(c[0], 300, "%s", L->rows[i].t.name);
+			snprintf(c[1], 300, "%s", L->rows[i].g.name);
+			snprintf(c[2], 300, "%s", cs[k].host);
+			snprintf(c[3], 300, "%lld", (long long)cs[k].pid);
+			mq_human_age(L->now - cs[k].since, c[4], 300);
+			mq_human_age(L->now - cs[k].seen, c[5], 300);
+			snprintf(c[6], 300, "%lld", (long long)held[k]);
+			mq_table_add(tb, cells, NULL);
+		}
+		free(cs);
+		free(held);
+	}
+	mq_rollback(q);
+	if (!as_json)
+		mq_table_print(f, tb, mq_want_colour(f));
+	mq_table_free(tb);
+}
