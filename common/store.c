@@ -33,7 +33,7 @@ enum {
 	S_TOPIC_SHRINK, S_DEL_DEAD, S_DEL_DEAD_G, S_CNT_DEAD, S_CNT_DEAD_G,
 	S_FIRST_STORED, S_CONS_OF, S_DEDUP_GET, S_DEDUP_PUT, S_DEDUP_EXPIRE,
 	S_CLAIMABLE, S_GSTATS_DELAYED, S_RANGE_SETTLED, S_DEL_SETTLED,
-	S_DEL_HIST_GONE, S_GAP,
+	S_DEL_HIST_GONE, S_GAP, S_DEDUP_COUNT,
 	S_LAST
 };
 
@@ -77,6 +77,23 @@ one_int(struct mq *q, int slot, const char *sql, int64_t dflt, int nargs,
 		v = sqlite3_column_int64(s, 0);
 	sqlite3_reset(s);
 	return v;
+}
+
+/*
+ * Steps a statement that either counts (dry: SELECT count(*) ...) or
+ * changes (DELETE/UPDATE ...) the same rows; returns the count either way.
+ */
+static int64_t
+count_or_change(struct mq *q, sqlite3_stmt *s, int dry, const char *what)
+{
+	int64_t n = 0;
+
+	if (mq_step(q, s, what) == SQLITE_ROW && dry)
+		n = sqlite3_column_int64(s, 0);
+	else if (!dry)
+		n = sqlite3_changes(q->db);
+	sqlite3_reset(s);
+	return n;
 }
 
 /* topics */
@@ -310,19 +327,14 @@ int64_t
 mq_store_dedup_expire(struct mq *q, const struct mq_topic *t, int64_t now,
     int dry)
 {
-	sqlite3_stmt *s = mq_stmt(q, S_DEDUP_EXPIRE, dry ?
-	    "SELECT count(*) FROM dedup WHERE topic = ? AND ts <= ?" :
+	sqlite3_stmt *s = dry ? mq_stmt(q, S_DEDUP_COUNT,
+	    "SELECT count(*) FROM dedup WHERE topic = ? AND ts <= ?") :
+	    mq_stmt(q, S_DEDUP_EXPIRE,
 	    "DELETE FROM dedup WHERE topic = ? AND ts <= ?");
-	int64_t n = 0;
 
 	sqlite3_bind_int64(s, 1, t->id);
 	sqlite3_bind_int64(s, 2, now - t->dedup_window);
-	if (mq_step(q, s, "cannot expire dedup ids") == SQLITE_ROW)
-		n = sqlite3_column_int64(s, 0);
-	else
-		n = sqlite3_changes(q->db);
-	sqlite3_reset(s);
-	return n;
+	return count_or_change(q, s, dry, "cannot expire dedup ids");
 }
 
 int
@@ -920,21 +932,13 @@ mq_store_cancel(struct mq *q, const struct mq_group *g, int64_t off,
 		{ S_CANCEL_FROM, S_COUNT_FROM }, { S_CANCEL_BELOW, S_COUNT_BELOW },
 	};
 	sqlite3_stmt *s;
-	int64_t n = 0;
 
 	below = !!below;
 	dry = !!dry;
 	s = mq_stmt(q, slot[below][dry], sql[below][dry]);
 	sqlite3_bind_int64(s, 1, g->id);
 	sqlite3_bind_int64(s, 2, off);
-	if (dry) {
-		if (mq_step(q, s, "cannot count deliveries") == SQLITE_ROW)
-			n = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		return n;
-	}
-	mq_step(q, s, "cannot cancel deliveries");
-	return sqlite3_changes(q->db);
+	return count_or_change(q, s, dry, "cannot cancel deliveries");
 }
 
 /*
@@ -1125,7 +1129,6 @@ mq_store_drop_dead(struct mq *q, const struct mq_topic *t,
     const struct mq_group *g, int dry)
 {
 	sqlite3_stmt *s;
-	int64_t n = 0;
 
 	if (g && dry)
 		s = mq_stmt(q, S_CNT_DEAD_G, "SELECT count(*) FROM delivery "
@@ -1141,14 +1144,7 @@ mq_store_drop_dead(struct mq *q, const struct mq_topic *t,
 		s = mq_stmt(q, S_DEL_DEAD, "DELETE FROM delivery WHERE grp IN "
 		    "(SELECT id FROM grp WHERE topic = ?1) AND state = 2");
 	sqlite3_bind_int64(s, 1, g ? g->id : t->id);
-	if (dry) {
-		if (mq_step(q, s, "cannot count dead letters") == SQLITE_ROW)
-			n = sqlite3_column_int64(s, 0);
-		sqlite3_reset(s);
-		return n;
-	}
-	mq_step(q, s, "cannot drop dead letters");
-	return sqlite3_changes(q->db);
+	return count_or_change(q, s, dry, "cannot drop dead letters");
 }
 
 /* Reclaims free pages and truncates the WAL.  Outside any transaction. */
