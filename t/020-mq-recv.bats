@@ -18,10 +18,6 @@ one_line_error() {
 	[[ $stderr == mq-recv:* ]]
 }
 
-now_ms() {
-	date +%s%3N
-}
-
 @test "default output is RECEIPT<TAB>BODY, one message" {
 	mq-send -q t hello world
 	run -0 --separate-stderr mq-recv t

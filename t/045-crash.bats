@@ -19,10 +19,6 @@ CHAOS=15
 DRAIN=75
 CONSUMERS=4
 
-gone() {
-	! kill -0 "$1" 2>/dev/null
-}
-
 teardown() {
 	local p
 	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do

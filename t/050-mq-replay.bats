@@ -17,27 +17,6 @@ teardown() {
 	done
 }
 
-# bg OUT CMD...: start CMD in the background, stdout and stderr to OUT,
-# away from bats' fd 3; its pid in BG.
-bg() {
-	local out=$1; shift
-	"$@" >"$out" 2>&1 3>&- &
-	BG=$!
-	echo "$BG" >>"$BATS_TEST_TMPDIR/pids"
-}
-
-gone() {
-	! kill -0 -- "$1" 2>/dev/null
-}
-
-# finish PID SECONDS: wait (bounded) for a background process; its exit
-# status in ST.
-finish() {
-	wait_for "$2" gone "$1" || { echo "pid $1 still running after $2s" >&2; return 1; }
-	ST=0
-	wait "$1" || ST=$?
-}
-
 # recv_ack GROUP [N]: receive up to N (default all) messages of topic t
 # in GROUP and ack them; fails if there was nothing to receive.
 recv_ack() {

@@ -36,15 +36,6 @@ tm() {
 	TMUX= TMUX_TMPDIR="$BATS_TEST_TMPDIR" tmux -L "mqtest$$" "$@" 3>&-
 }
 
-# bg OUT CMD...: start CMD in the background, stdout and stderr to OUT,
-# away from bats' fd 3; its pid in BG.
-bg() {
-	local out=$1; shift
-	"$@" >"$out" 2>&1 3>&- &
-	BG=$!
-	echo "$BG" >>"$BATS_TEST_TMPDIR/pids"
-}
-
 # jf FIELD: FIELD of the JSON line of t/g.
 jf() {
 	mq-lag --json t g | jq -r ".$1"

@@ -23,32 +23,6 @@ teardown() {
 	done
 }
 
-now_ms() {
-	date +%s%3N
-}
-
-# bg OUT CMD...: start CMD in the background, stdout and stderr to OUT,
-# away from bats' fd 3; its pid in BG.
-bg() {
-	local out=$1; shift
-	"$@" >"$out" 2>&1 3>&- &
-	BG=$!
-	echo "$BG" >>"$BATS_TEST_TMPDIR/pids"
-}
-
-# gone PID: the process is not running (bash reaps its children itself).
-gone() {
-	! kill -0 -- "$1" 2>/dev/null
-}
-
-# finish PID SECONDS: wait (bounded) for a background process; its exit
-# status in ST.
-finish() {
-	wait_for "$2" gone "$1" || { echo "pid $1 still running after $2s" >&2; return 1; }
-	ST=0
-	wait "$1" || ST=$?
-}
-
 # got [OPTIONS]: one plain receive in group g of topic t; "RECEIPT BODY"
 # in GOT.
 got() {
