@@ -386,7 +386,9 @@ mq_open(const char *path, int mode)
 		    "version %lld is newer than this mq (%d); upgrade mq",
 		    path, (long long)v, SCHEMA_VERSION);
 
-	exec(q, sync && !strcmp(sync, "normal") ?
+	q->sync_normal = sync && !strcmp(sync, "normal");
+	q->sync_now = !q->sync_normal;
+	exec(q, q->sync_normal ?
 	    "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
 	    "cannot set up database");
 	exec(q, "PRAGMA cache_size=-16384", "cannot set up database");
@@ -418,6 +420,7 @@ mq_close(struct mq *q)
 		return;
 	for (i = 0; i < MQ_NSTMT; i++)
 		sqlite3_finalize(q->stmt[i]);
+	sqlite3_finalize(q->dv);
 	sqlite3_close(q->db);
 	free(q->path);
 	free(q);
@@ -468,16 +471,28 @@ mq_rollback(struct mq *q)
 void
 mq_sync(struct mq *q, int full)
 {
-	const char *env = getenv("MQ_SYNC");
-
-	if (env && !strcmp(env, "normal"))
-		full = 0;
+	full = full && !q->sync_normal;
+	if (full == q->sync_now)
+		return;
 	exec(q, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
 	    "cannot set synchronous");
+	q->sync_now = full;
 }
 
 int64_t
 mq_data_version(struct mq *q)
 {
-	return pragma_int(q, "PRAGMA data_version");
+	int64_t v = 0;
+	int rc;
+
+	if (!q->dv && sqlite3_prepare_v3(q->db, "PRAGMA data_version", -1,
+	    SQLITE_PREPARE_PERSISTENT, &q->dv, NULL) != SQLITE_OK)
+		mq_dbdie(q, "cannot read database");
+	rc = sqlite3_step(q->dv);
+	if (rc == SQLITE_ROW)
+		v = sqlite3_column_int64(q->dv, 0);
+	sqlite3_reset(q->dv);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		mq_dbdie(q, "cannot read database");
+	return v;
 }

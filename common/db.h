@@ -17,6 +17,9 @@ struct mq {
 	int		 mode;
 	int		 in_tx;
 	int64_t		 busy_ms, busy_since;
+	int		 sync_normal;	/* MQ_SYNC=normal */
+	int		 sync_now;	/* what the connection does now: 1 FULL */
+	sqlite3_stmt	*dv;		/* PRAGMA data_version, kept: waiters poll it */
 	sqlite3_stmt	*stmt[MQ_NSTMT];
 };
 

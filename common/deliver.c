@@ -338,15 +338,22 @@ mq_claim(struct mq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	k.out = out;
 	k.max = max;
 	reap_now_and_then(q);
-	/* nothing to claim: learn it without the write lock */
+	/*
+	 * Nothing to claim: learn it without the write lock, in one read
+	 * transaction (one shared lock, not one per query: every commit to
+	 * the database, of any topic, wakes each waiting consumer for this).
+	 */
+	mq_begin_read(q);
 	k.now = mq_now();
 	if (mq_topic_get(q, c->topic, &k.t) &&
 	    mq_group_get(q, &k.t, c->group, &k.g) &&
 	    !mq_store_claimable(q, &k.g, k.now)) {
 		if (next_due)
 			*next_due = mq_store_next_due(q, &k.g, k.now);
+		mq_rollback(q);
 		return 0;
 	}
+	mq_rollback(q);
 	mq_begin(q);
 	k.now = mq_now();
 	if (!mq_topic_get(q, c->topic, &k.t)) {
