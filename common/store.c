@@ -337,24 +337,29 @@ mq_store_dedup_expire(struct mq *q, const struct mq_topic *t, int64_t now,
 	return count_or_change(q, s, dry, "cannot expire dedup ids");
 }
 
+/* A row of "SELECT off, ts, due, key, body FROM msg". */
+static void
+msg_row(sqlite3_stmt *s, struct mq_msg *m)
+{
+	m->off = sqlite3_column_int64(s, 0);
+	m->ts = sqlite3_column_int64(s, 1);
+	m->due = sqlite3_column_int64(s, 2);
+	m->key = col_text(s, 3);
+	m->len = sqlite3_column_bytes(s, 4);
+	m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, 4), m->len);
+}
+
 int
 mq_store_msg(struct mq *q, int64_t topic, int64_t off, struct mq_msg *m)
 {
 	sqlite3_stmt *s = mq_stmt(q, S_MSG,
-	    "SELECT ts, due, key, body FROM msg WHERE topic = ? AND off = ?");
+	    "SELECT off, ts, due, key, body FROM msg WHERE topic = ? AND off = ?");
 	int found;
 
 	sqlite3_bind_int64(s, 1, topic);
 	sqlite3_bind_int64(s, 2, off);
-	if ((found = mq_step(q, s, "cannot read message") == SQLITE_ROW)) {
-		m->off = off;
-		m->ts = sqlite3_column_int64(s, 0);
-		m->due = sqlite3_column_int64(s, 1);
-		m->key = col_text(s, 2);
-		m->len = sqlite3_column_bytes(s, 3);
-		m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, 3),
-		    m->len);
-	}
+	if ((found = mq_step(q, s, "cannot read message") == SQLITE_ROW))
+		msg_row(s, m);
 	sqlite3_reset(s);
 	return found;
 }
@@ -846,16 +851,8 @@ mq_store_read(struct mq *q, const struct mq_topic *t, int64_t from, int64_t to,
 		sqlite3_bind_text(s, 4, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int(s, 5, max);
 	while (n < max && mq_step(q, s, "cannot read messages") == SQLITE_ROW) {
-		struct mq_msg *m = &out[n++];
-
-		memset(m, 0, sizeof *m);
-		m->off = sqlite3_column_int64(s, 0);
-		m->ts = sqlite3_column_int64(s, 1);
-		m->due = sqlite3_column_int64(s, 2);
-		m->key = col_text(s, 3);
-		m->len = sqlite3_column_bytes(s, 4);
-		m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, 4),
-		    m->len);
+		memset(&out[n], 0, sizeof out[n]);
+		msg_row(s, &out[n++]);
 	}
 	sqlite3_reset(s);
 	return n;
