@@ -10,16 +10,9 @@
 load test_helper
 
 # Background processes this test started: killed in teardown if still
-# there.  Handlers record their process group in hpgids.
+# there.  Handlers record their process group in pgids.
 teardown() {
-	local p
-	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	for p in $(cat "$BATS_TEST_TMPDIR/hpgids" 2>/dev/null); do
-		kill -9 -- "-$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 # try_recv [OPTIONS]: one plain receive in group g of topic t; on success
@@ -357,7 +350,7 @@ delivered() {
 @test "exec mode: the lease is extended while the handler runs" {
 	mq-topic group t g --lease 2s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>hpgids; touch started; sleep 5'
+	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 5'
 	pid=$BG
 	wait_for 10 test -e started
 	t0=$(now_ms)
@@ -377,7 +370,7 @@ delivered() {
 @test "exec mode: SIGTERM lets the running handler finish and settle, exit 0" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m1 m2
-	bg recv.out mq-recv -g g -f t -- sh -c 'echo $$ >>hpgids; touch started; sleep 2; echo done >>out'
+	bg recv.out mq-recv -g g -f t -- sh -c 'echo $$ >>pgids; touch started; sleep 2; echo done >>out'
 	pid=$BG
 	wait_for 10 test -e started
 	kill -TERM "$pid"
@@ -393,10 +386,10 @@ delivered() {
 @test "exec mode: a second signal stops the handler, releases its message and exits 130" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>hpgids; touch started; sleep 30; echo done >>out'
+	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 30; echo done >>out'
 	pid=$BG
 	wait_for 10 test -e started
-	hpgid=$(cat hpgids)
+	hpgid=$(cat pgids)
 	# two different signals, so the second cannot merge with the first
 	kill -TERM "$pid"
 	kill -INT "$pid"
@@ -415,14 +408,14 @@ delivered() {
 @test "exec mode: the lease of a consumer killed with SIGKILL is reclaimed at once" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>hpgids; touch started; sleep 100'
+	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
 	pid=$BG
 	wait_for 10 test -e started
 	[ "$(sql 'SELECT state, attempt FROM delivery')" = "1|1" ]
 	kill -9 "$pid"
 	finish "$pid" 10
 	[ "$ST" = 137 ]
-	kill -9 -- "-$(cat hpgids)"
+	kill -9 -- "-$(cat pgids)"
 	t0=$(now_ms)
 	run -0 mq-recv -g g -w 10s --format '%a %b' t
 	elapsed=$(($(now_ms) - t0))
@@ -447,12 +440,12 @@ delivered() {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m1 m2
 	# consumer A takes m1 and is killed
-	bg a.out mq-recv -g g t -- sh -c 'echo $$ >>hpgids; touch started; sleep 100'
+	bg a.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
 	wait_for 10 test -e started
 	aid=$(sql 'SELECT id FROM consumer')
 	kill -9 "$BG"
 	finish "$BG" 10
-	kill -9 -- "-$(cat hpgids)"
+	kill -9 -- "-$(cat pgids)"
 	# the process of consumer C
 	sleep 100 3>&- &
 	cpid=$!

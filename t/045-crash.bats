@@ -20,11 +20,7 @@ DRAIN=75
 CONSUMERS=4
 
 teardown() {
-	local p
-	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
-		kill -9 "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 # start_consumer I: (re)start consumer I in the background.

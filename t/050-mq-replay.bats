@@ -11,19 +11,7 @@ load test_helper
 bats_require_minimum_version 1.5.0
 
 teardown() {
-	local p
-	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
-		kill -9 "$p" 2>/dev/null || true
-	done
-}
-
-# recv_ack GROUP [N]: receive up to N (default all) messages of topic t
-# in GROUP and ack them; fails if there was nothing to receive.
-recv_ack() {
-	local r
-	r=$(mq-recv -g "$1" -n "${2:-0}" --format '%r\n' t) || return 1
-	[ -n "$r" ] || return 1
-	mq-ack $r
+	kill_bg
 }
 
 # offsets GROUP: receive every available message of t in GROUP (leased,

@@ -16,13 +16,8 @@ load test_helper
 # $BATS_TEST_TMPDIR (for the unprivileged user): all go in teardown.
 teardown() {
 	local p
-	# (waited for with stderr closed: no "Killed" notices from bash)
-	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
-		{ kill -9 "$p"; wait "$p"; } 2>/dev/null || true
-	done
-	for p in $(cat "$BATS_TEST_TMPDIR/pgids" 2>/dev/null); do
-		{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
-	done
+
+	kill_bg
 	tm kill-server 2>/dev/null || true
 	for p in $(cat "$BATS_TEST_TMPDIR/dirs" 2>/dev/null); do
 		chmod -R u+w -- "$p" 2>/dev/null

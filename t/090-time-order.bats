@@ -13,14 +13,7 @@ load test_helper
 # Background processes (pids) and process groups (pgids) this test
 # started: killed in teardown if still there.
 teardown() {
-	local p
-	# (waited for with stderr closed: no "Killed" notices from bash)
-	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
-		{ kill -9 "$p"; wait "$p"; } 2>/dev/null || true
-	done
-	for p in $(cat "$BATS_TEST_TMPDIR/pgids" 2>/dev/null); do
-		{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
-	done
+	kill_bg
 }
 
 # got [OPTIONS]: one plain receive in group g of topic t; "RECEIPT BODY"

@@ -70,3 +70,25 @@ finish() {
 	ST=0
 	wait "$1" 2>/dev/null || ST=$?
 }
+
+# kill_bg: for teardown: kill what bg started (and the process groups
+# listed in $BATS_TEST_TMPDIR/pgids), waiting with stderr closed so bash
+# prints no "Killed" notices.
+kill_bg() {
+	local p
+	for p in $(cat "$BATS_TEST_TMPDIR/pids" 2>/dev/null); do
+		{ kill -9 "$p"; wait "$p"; } 2>/dev/null || true
+	done
+	for p in $(cat "$BATS_TEST_TMPDIR/pgids" 2>/dev/null); do
+		{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
+	done
+}
+
+# recv_ack GROUP [N] [TOPIC]: receive up to N (default all) messages of
+# TOPIC (default t) in GROUP and ack them; fails if there was nothing.
+recv_ack() {
+	local r
+	r=$(mq-recv -g "$1" -n "${2:-0}" --format '%r\n' "${3:-t}") || return 1
+	[ -n "$r" ] || return 1
+	mq-ack $r
+}
