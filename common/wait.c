@@ -2,13 +2,16 @@
  * wait.c: sleeping until the database may have changed, without polling
  * hard.
  *
- * A commit by another process appends to the -wal file; inotify on the
- * database's directory reports that write (writes to the mmapped -shm are
- * not reported, so it is not watched).  Events are only a hint: PRAGMA
- * data_version, which changes exactly when another connection committed,
- * decides.  The write comes before the commit is visible (the writer
- * syncs the WAL, then publishes the commit in the -shm), so after an event
- * with no change yet the wait looks again every 0.2ms for a while
+ * A commit by another process appends to the -wal file, and inotify
+ * reports that write (writes to the mmapped -shm are not reported, so it
+ * is not watched).  The watch is on the -wal file itself, which our own
+ * open connection keeps in place; only when it cannot be watched is the
+ * directory watched, with events of other files in it ignored.  Events
+ * are only a hint: PRAGMA data_version, which changes exactly when another
+ * connection committed, decides.  The write comes before the commit is
+ * visible (the writer syncs the WAL, then publishes the commit in the
+ * -shm), so after an event with no change yet the wait looks again every
+ * 0.2ms for a while
  * (HURRY_MS, longer than a sync takes) instead of sleeping until the next
  * event.  Where inotify is missing the wait falls back to looking every
  * 50ms.  Either way a wait never sleeps past `until`, so a caller that
@@ -40,6 +43,7 @@ struct mq_waiter {
 	struct mq	*q;
 	int		 fd;
 	int64_t		 dv;
+	int		 dirwatch;	/* watching the directory, not the WAL */
 	const char	*base;		/* the database's file name */
 	size_t		 baselen;
 };
@@ -48,29 +52,35 @@ struct mq_waiter *
 mq_waiter_new(struct mq *q)
 {
 	struct mq_waiter *w = mq_alloc(sizeof *w);
-	char *dir = mq_strdup(mq_path(q)), *slash;
+	size_t n = strlen(mq_path(q));
+	char *wal = mq_alloc(n + 5), *dir = mq_strdup(mq_path(q)), *slash;
 
 	w->q = q;
 	w->fd = -1;
 	w->base = strrchr(mq_path(q), '/') ? strrchr(mq_path(q), '/') + 1 :
 	    mq_path(q);
 	w->baselen = strlen(w->base);
+	w->dv = mq_data_version(q);	/* a read: the -wal file exists now */
 #ifdef __linux__
+	snprintf(wal, n + 5, "%s-wal", mq_path(q));
 	if ((slash = strrchr(dir, '/')))
 		*(slash == dir ? slash + 1 : slash) = '\0';
 	else
 		strcpy(dir, ".");
 	if ((w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0 &&
-	    inotify_add_watch(w->fd, dir, IN_MODIFY | IN_CREATE |
-	    IN_MOVED_TO) < 0) {
-		close(w->fd);
-		w->fd = -1;
+	    inotify_add_watch(w->fd, wal, IN_MODIFY) < 0) {
+		w->dirwatch = 1;
+		if (inotify_add_watch(w->fd, dir, IN_MODIFY | IN_CREATE |
+		    IN_MOVED_TO) < 0) {
+			close(w->fd);
+			w->fd = -1;
+		}
 	}
 #else
 	(void)slash;
 #endif
+	free(wal);
 	free(dir);
-	w->dv = mq_data_version(q);
 	return w;
 }
 
@@ -109,7 +119,9 @@ drain(struct mq_waiter *w)
 	    tries++)
 		for (p = buf; p < buf + n; p += sizeof *e + e->len) {
 			e = (const struct inotify_event *)p;
-			if (e->len && !strncmp(e->name, w->base, w->baselen) &&
+			if (!w->dirwatch)
+				ours = 1;
+			else if (e->len && !strncmp(e->name, w->base, w->baselen) &&
 			    (e->name[w->baselen] == '\0' ||
 			    !strcmp(e->name + w->baselen, "-wal")))
 				ours = 1;

@@ -280,3 +280,16 @@ show_line() {
 	one_error mq-topic
 	[[ $stderr == *frobnicate* ]]
 }
+
+@test "delete and group-delete count delayed messages as unsettled" {
+	mq-topic group t g >/dev/null
+	mq-send -q --delay 1h t later
+	run -1 --separate-stderr mq-topic group-delete t g
+	[[ $stderr == *"1 unsettled"* ]]
+	run -1 mq-topic delete t
+	run -0 sql 'SELECT count(*) FROM msg'
+	assert_output 1
+	run -0 mq-topic delete --force t
+	run -0 sql 'SELECT count(*) FROM msg'
+	assert_output 0
+}

@@ -404,3 +404,27 @@ ago"
 	finish "$pid" 10
 	assert_equal "$ST" 0
 }
+
+@test "writes to other files beside the database neither spin a waiter nor hide a send" {
+	mq-topic group t g >/dev/null
+	bg w.out mq-recv -g g -w 30s t
+	w=$BG
+	# a log written beside the database, a few hundred times a second
+	( for i in $(seq 1500); do echo "$i" >> neighbour.log; sleep 0.002; done ) \
+	    >/dev/null 2>&1 3>&- &
+	echo $! >> "$BATS_TEST_TMPDIR/pids"
+	# wake-ups, as the kernel counts them: about one a second (the
+	# safety look), not one per write of the log
+	switches() {
+		awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status"
+	}
+	sleep 0.5
+	a=$(switches "$w")
+	sleep 2
+	b=$(switches "$w")
+	[ $((b - a)) -lt 50 ] || fail "waiter woke $((b - a)) times in 2s"
+	mq-send -q t hello
+	finish "$w" 10
+	assert_equal "$ST" 0
+	[[ $(cat w.out) == *$'\thello' ]]
+}
