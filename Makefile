@@ -67,6 +67,7 @@ bench: all
 
 lint:
 	mandoc -Tlint -Wwarning man/*.[0-9]
+	shellcheck t/*.bats t/*.bash t/deps.sh bench/*.sh
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
