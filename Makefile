@@ -24,6 +24,19 @@ MAN1 = $(PROGS:%=man/%.1)
 
 all: $(BINS)
 
+# Nothing is compiled before t/deps.sh has found what the build needs:
+# plain make only says what is missing (and the apt-get line that adds
+# it); make demo, make test and make lint install it when run as root.
+NEED = check build
+demo: NEED = install build
+test test-asan check: NEED = install test
+lint: NEED = install lint
+
+need:
+	@sh t/deps.sh $(NEED)
+
+$(B)/schema.h $(LIBOBJ) $(BINS): | need
+
 $(B)/schema.h: schema.sql
 	@mkdir -p $(B)
 	{ printf '#define SCHEMA_VERSION %s\n' \
@@ -42,30 +55,28 @@ $(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
 	$(CC) $(CFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a $(LDLIBS)
 
 # The same build with AddressSanitizer and UBSan, in its own directory.
-asan:
+asan: need
 	$(MAKE) B=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	    LDFLAGS="-fsanitize=address,undefined"
 
 deps:
-	@sh t/deps.sh install
+	@sh t/deps.sh install all
 
 test: all
-	@sh t/deps.sh check
 	MQ_BIN=$(CURDIR)/$(B) bats t
 
 test-asan: asan
-	@sh t/deps.sh check
 	MQ_BIN=$(CURDIR)/build-asan ASAN_OPTIONS=detect_leaks=0 bats t
 
 check: test test-asan
 
 demo: all
-	@sh bench/demo.sh $(B)
+	@sh bench/demo.sh $(B) $(DEMO_DB)
 
 bench: all
 	@sh bench/run.sh $(B)
 
-lint:
+lint: need
 	mandoc -Tlint -Wwarning man/*.[0-9]
 	shellcheck t/*.bats t/*.bash t/deps.sh bench/*.sh
 
@@ -91,4 +102,4 @@ uninstall:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all asan deps test test-asan check demo bench lint install uninstall clean
+.PHONY: all need asan deps test test-asan check demo bench lint install uninstall clean

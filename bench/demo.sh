@@ -1,11 +1,13 @@
 #!/bin/sh
 # bench/demo.sh: a first tour of mq, run by `make demo`.
 #
-# usage: sh bench/demo.sh BUILD_DIR
+# usage: sh bench/demo.sh BUILD_DIR [DATABASE]
 #
-# Uses the default database ($MQ_DB, else
-# ${XDG_DATA_HOME:-$HOME/.local/share}/mq/mq.db) and only its topic "demo",
-# which it deletes first so the tour can be run again.  Prints each command
+# Runs on a database of its own in a new temporary directory, removed at
+# the end, so it never touches the user's queue (not even $MQ_DB).  Given
+# DATABASE (make demo DEMO_DB=FILE), it uses that file instead, and only
+# its topic "demo", which it deletes first so the tour can be run again
+# and the result kept for a look afterwards.  Prints each command
 # ("$ ...") after a short "# ..." note, then the command's output.  Exits 0
 # when every step did what it says; non-zero otherwise.
 
@@ -16,7 +18,7 @@ die() {
 	exit 1
 }
 
-[ $# -eq 1 ] || die "usage: sh bench/demo.sh BUILD_DIR"
+[ $# -eq 1 ] || [ $# -eq 2 ] || die "usage: sh bench/demo.sh BUILD_DIR [DATABASE]"
 B=$1
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
 [ -x "$B/mq-send" ] || die "no mq-send in $B: run make first"
@@ -35,22 +37,28 @@ run() {
 	eval "$1" || die "failed (status $?): $1"
 }
 
-if [ -n "${MQ_DB:-}" ]; then
-	db=$MQ_DB
+if [ -n "${2:-}" ]; then
+	MQ_DB=$2
+	export MQ_DB
+	echo "# mq demo on $MQ_DB (every command also takes -d FILE)"
+	say "start clean: delete the demo topic if an earlier run left it"
+	echo "\$ mq-topic delete --force demo"
+	if err=$(mq-topic delete --force demo 2>&1); then
+		echo "deleted"
+	else
+		st=$?
+		[ "$st" -eq 66 ] || die "mq-topic delete failed (status $st): $err"
+		echo "(none yet: status 66, no such topic)"
+	fi
 else
-	db=${XDG_DATA_HOME:-$HOME/.local/share}/mq/mq.db
-fi
-echo "# mq demo on the default database: $db"
-echo "# (set MQ_DB to use another file; every command also takes -d FILE)"
-
-say "start clean: delete the demo topic if an earlier run left it"
-echo "\$ mq-topic delete --force demo"
-if err=$(mq-topic delete --force demo 2>&1); then
-	echo "deleted"
-else
-	st=$?
-	[ "$st" -eq 66 ] || die "mq-topic delete failed (status $st): $err"
-	echo "(none yet: status 66, no such topic)"
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/mq-demo.XXXXXX") || die "cannot make a temporary directory"
+	trap 'rm -rf "$tmp"' EXIT
+	trap 'exit 130' INT TERM
+	MQ_DB=$tmp/mq.db
+	export MQ_DB
+	echo "# mq demo on a database of its own: $MQ_DB"
+	echo "# (removed at the end; make demo DEMO_DB=FILE keeps one.  The"
+	echo "# programs use \$MQ_DB, else ~/.local/share/mq/mq.db, or -d FILE)"
 fi
 
 say "send three messages from arguments: one transaction, one offset each"

@@ -1,31 +1,86 @@
 #!/bin/sh
-# deps.sh: what building and testing mq needs, beyond a C compiler.
-#   deps.sh check    exit 0 if all is there; else run "install"
-#   deps.sh install  apt-get install what is missing (as root), or print
-#                    the exact command to run
-PKGS="libsqlite3-dev libbsd-dev bats bats-support bats-assert jq mandoc tmux prometheus"
+# deps.sh: what building, testing and linting mq needs beyond a C
+# compiler, make, pkg-config and SQLite, and getting it.
+#
+# usage: sh t/deps.sh check|install build|test|lint|all
+#
+#   build  libsqlite3-dev libbsd-dev                (make, make demo)
+#   test   build's, and bats bats-support bats-assert jq tmux prometheus
+#                                                    (make test)
+#   lint   mandoc shellcheck                        (make lint)
+#   all    all of these                             (make deps)
+#
+# check    exit 0 if all is there; else say what is missing and the one
+#          apt-get command that installs it, and exit 1.
+# install  the same, but as root run that command (apt-get install -y)
+#          and exit 0 once everything is there.
+#
+# What is there is asked of the tools themselves (pkg-config, the PATH,
+# the bats library path), not of dpkg, so a hand-built SQLite or bats
+# counts; the package names are Debian's.
+
+BUILD="libsqlite3-dev libbsd-dev"
+TEST="bats bats-support bats-assert jq tmux prometheus"
+LINT="mandoc shellcheck"
+
+# has PACKAGE: what PACKAGE provides is usable here.
+has() {
+	case $1 in
+	libsqlite3-dev) pkg-config --exists sqlite3 ;;
+	libbsd-dev) pkg-config --exists libbsd-overlay ;;
+	bats-support | bats-assert) has_bats_lib "$1" ;;
+	prometheus) command -v promtool >/dev/null ;;
+	*) command -v "$1" >/dev/null ;;
+	esac
+}
+
+# has_bats_lib NAME: bats_load_library would find NAME.
+has_bats_lib() {
+	IFS=:
+	for d in ${BATS_LIB_PATH:-/usr/lib/bats:/usr/local/lib/bats}; do
+		[ -f "$d/$1/load.bash" ] && { unset IFS; return 0; }
+	done
+	unset IFS
+	return 1
+}
 
 missing() {
 	for p in $PKGS; do
-		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null |
-		    grep -q 'install ok installed' || printf '%s ' "$p"
+		has "$p" || printf '%s ' "$p"
 	done
 }
 
+usage() {
+	echo "usage: sh t/deps.sh check|install build|test|lint|all" >&2
+	exit 64
+}
+
+[ $# -eq 2 ] || usage
+case $1 in check | install) ;; *) usage ;; esac
+case $2 in
+build) PKGS=$BUILD what="to build mq" ;;
+test) PKGS="$BUILD $TEST" what="to build and test mq" ;;
+lint) PKGS=$LINT what="for make lint" ;;
+all) PKGS="$BUILD $TEST $LINT" what="to build, test and lint mq" ;;
+*) usage ;;
+esac
+
 need=$(missing)
 [ -z "$need" ] && exit 0
-case "$1" in
-check|install) ;;
-*) echo "usage: deps.sh check|install" >&2; exit 64 ;;
-esac
-if [ "$(id -u)" -eq 0 ]; then
-	echo "deps: installing $need"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y $need || { apt-get update && apt-get install -y $need; }
-	need=$(missing)
-	[ -z "$need" ] || { echo "deps: still missing: $need" >&2; exit 1; }
-else
-	echo "deps: missing packages: $need" >&2
-	echo "deps: run: sudo apt-get install -y $need" >&2
+need=${need% }
+if [ "$(id -u)" -ne 0 ]; then
+	echo "mq: missing $what: $need" >&2
+	echo "mq: run: sudo apt-get install -y $need" >&2
 	exit 1
 fi
+if [ "$1" = check ]; then
+	echo "mq: missing $what: $need" >&2
+	echo "mq: run: apt-get install -y $need  (or: make deps)" >&2
+	exit 1
+fi
+echo "mq: installing $need"
+export DEBIAN_FRONTEND=noninteractive
+# shellcheck disable=SC2086 # $need is a list of package names
+apt-get install -y -q $need || { apt-get update -q && apt-get install -y -q $need; }
+need=$(missing)
+[ -z "$need" ] || { echo "mq: still missing after apt-get: $need" >&2; exit 1; }
