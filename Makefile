@@ -10,9 +10,11 @@ PKG_CONFIG ?= pkg-config
 CFLAGS ?= -O2 -g
 override CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE \
 	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-	-Wno-unused-parameter $(CFLAGS) \
-	$(shell $(PKG_CONFIG) --cflags sqlite3 libbsd-overlay 2>/dev/null)
-LDLIBS += $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay 2>/dev/null || echo -lsqlite3 -lbsd)
+	-Wno-unused-parameter $(CFLAGS)
+# Asked when a recipe runs, not when make starts: t/deps.sh (below) may
+# have installed them in between.
+DEPCFLAGS = $(shell $(PKG_CONFIG) --cflags sqlite3 libbsd-overlay)
+DEPLIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay)
 
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
@@ -46,13 +48,14 @@ $(B)/schema.h: schema.sql
 	  printf ';\n'; } > $@
 
 $(B)/%.o: common/%.c common/mq.h common/db.h $(B)/schema.h
-	$(CC) $(CFLAGS) -I$(B) -Icommon -c -o $@ $<
+	$(CC) $(CFLAGS) $(DEPCFLAGS) -I$(B) -Icommon -c -o $@ $<
 
 $(B)/libmq.a: $(LIBOBJ)
 	$(AR) rcs $@ $(LIBOBJ)
 
 $(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
-	$(CC) $(CFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPCFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a \
+	    $(LDLIBS) $(DEPLIBS)
 
 # The same build with AddressSanitizer and UBSan, in its own directory.
 asan: need
