@@ -31,13 +31,37 @@ sql_is() {
 }
 
 # as_nobody CMD...: run CMD as an unprivileged user when we are root,
-# where file permissions would not apply.
+# where file permissions would not apply.  The binaries are run from a
+# copy the user can reach when $MQ_BIN is not (a checkout under /root):
+# a leading "$MQ_BIN/" in CMD is rewritten, and names are found there first.
 as_nobody() {
-	if [ "$(id -u)" -eq 0 ]; then
-		setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
-	else
+	if [ "$(id -u)" -ne 0 ]; then
 		"$@"
+		return
 	fi
+	nobody_bin
+	case $1 in "$MQ_BIN"/*) set -- "$NOBODY_BIN/${1#"$MQ_BIN"/}" "${@:2}" ;; esac
+	PATH="$NOBODY_BIN:$PATH" setpriv --reuid=65534 --regid=65534 \
+	    --clear-groups -- "$@"
+}
+
+# nobody_bin: NOBODY_BIN, where user 65534 can run the binaries: $MQ_BIN,
+# or a copy in this run's temporary directory (made traversable, o+x).
+nobody_bin() {
+	local tmp
+	[ -z "${NOBODY_BIN-}" ] || return 0
+	if setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+	    test -x "$MQ_BIN/mq-send"; then
+		NOBODY_BIN=$MQ_BIN
+		return 0
+	fi
+	NOBODY_BIN=$BATS_RUN_TMPDIR/nobody-bin
+	[ -x "$NOBODY_BIN/mq-send" ] && return 0
+	chmod 711 "$BATS_RUN_TMPDIR"
+	tmp=$(mktemp -d "$BATS_RUN_TMPDIR/nobody-bin.XXXXXX")
+	cp "$MQ_BIN"/mq-* "$tmp"/
+	chmod 755 "$tmp"
+	mv -T "$tmp" "$NOBODY_BIN" 2>/dev/null || rm -rf "$tmp"
 }
 
 # wait_for SECONDS CMD...: retry CMD until it succeeds or time runs out.
