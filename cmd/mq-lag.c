@@ -30,18 +30,14 @@ static struct mq_lag lag;
 static struct limit *limits;
 static int nlimits;
 
-static void
-usage(FILE *f, int status)
-{
-	fprintf(f, "usage: mq-lag [-q] [-d FILE] [--json | --prometheus] "
-	    "[--topics | --consumers]\n"
-	    "              [--max-lag [[TOPIC/]GROUP=]N] [--max-age "
-	    "[[TOPIC/]GROUP=]DUR]\n"
-	    "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
-	    "[[TOPIC/]GROUP=]N]\n"
-	    "              [--watch [DUR]] [TOPIC [GROUP]]\n");
-	exit(status);
-}
+static const char synopsis[] =
+    "usage: mq-lag [-q] [-d FILE] [--json | --prometheus] "
+    "[--topics | --consumers]\n"
+    "              [--max-lag [[TOPIC/]GROUP=]N] [--max-age "
+    "[[TOPIC/]GROUP=]DUR]\n"
+    "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
+    "[[TOPIC/]GROUP=]N]\n"
+    "              [--watch [DUR]] [TOPIC [GROUP]]\n";
 
 static void
 add_limit(int what, char *arg)
@@ -215,7 +211,7 @@ static void
 watch(struct mq *q, int64_t every)
 {
 	struct termios raw;
-	struct pollfd pfd[2];
+	struct pollfd pfd[1];
 	struct mq_lag_row *prev = NULL;
 	int nprev = 0, i, k;
 	int64_t then = 0;
@@ -257,9 +253,8 @@ watch(struct mq *q, int64_t every)
 		then = lag.now;
 		pfd[0].fd = tty_raw ? 0 : -1;
 		pfd[0].events = POLLIN;
-		pfd[1].fd = mq_stop_fd();
-		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, (int)every) > 0 && (pfd[0].revents & POLLIN) &&
+		/* a signal ends the poll early: no SA_RESTART (sig.c) */
+		if (poll(pfd, 1, (int)every) > 0 && (pfd[0].revents & POLLIN) &&
 		    read(0, &c, 1) == 1 && (c == 'q' || c == 'Q'))
 			break;
 	}
@@ -315,15 +310,15 @@ main(int argc, char *argv[])
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc > 2)
-		usage(stderr, MQ_EX_USAGE);
+		mq_usage(stderr, synopsis, MQ_EX_USAGE);
 	if (argc > 0)
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
