@@ -27,23 +27,62 @@
 
 #define SCAN_MAX	4096	/* messages examined per claim */
 
+static int64_t
+my_pid(void)
+{
+	static int64_t pid;
+
+	if (!pid)
+		pid = getpid();
+	return pid;
+}
+
+/* Orders history rows of one millisecond; unique to this process. */
+int64_t
+sq_n(void)
+{
+	static int64_t count;
+
+	return my_pid() << 32 | ++count;
+}
+
+/*
+ * A history row: an attempt that ended (with when and by whom it was
+ * delivered: a->since 0 for none), or a redrive.
+ */
 void
 sq_history(struct sq *q, int64_t grp, int64_t off, int attempt,
-    const char *event, const char *reason)
+    const char *event, const char *reason, const struct sq_by *a)
 {
-	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, "
-	    "attempt, event, host, pid, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, n, "
+	    "attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
 
 	sqlite3_bind_int64(s, 1, grp);
 	sqlite3_bind_int64(s, 2, off);
 	sqlite3_bind_int64(s, 3, mq_now());
-	sqlite3_bind_int(s, 4, attempt);
-	sqlite3_bind_text(s, 5, event, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 6, mq_hostname(), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 7, getpid());
+	sqlite3_bind_int64(s, 4, sq_n());
+	sqlite3_bind_int(s, 5, attempt);
+	sqlite3_bind_text(s, 6, event, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 7, mq_hostname(), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 8, my_pid());
 	if (reason)
-		sqlite3_bind_text(s, 8, reason, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 9, reason, -1, SQLITE_STATIC);
+	if (a && a->since) {
+		sqlite3_bind_int64(s, 10, a->since);
+		sqlite3_bind_text(s, 11, a->host, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, 12, a->pid);
+	}
 	sq_step(q, s, "cannot record history");
+}
+
+/* Who delivered an attempt: columns since, host, pid from column i on. */
+static void
+by_cols(sqlite3_stmt *s, int i, struct sq_by *a)
+{
+	a->since = sqlite3_column_int64(s, i);
+	sq_copy(s, i + 1, a->host, sizeof a->host);
+	a->pid = sqlite3_column_int64(s, i + 2);
 }
 
 /* appending */
@@ -144,6 +183,7 @@ struct claimer {
 	struct mq_group		 g;
 	int64_t			 now, lease, pos;
 	int64_t			 delivered, settled, dead;
+	struct sq_by		 me;	/* delivering now: this process */
 	struct mq_msg		*out;
 	int			 n, max, changed;
 };
@@ -153,6 +193,7 @@ struct due {
 	int64_t		off, due;
 	int		state, attempt, expired;	/* state -1: new */
 	char		*key;
+	struct sq_by	by;		/* who delivered it (a lease) */
 	struct mq_msg	m;		/* the message, read with it */
 };
 
@@ -176,12 +217,13 @@ deliver(struct claimer *k, struct due *d)
 			sq_step(q, s, "cannot delete delivery");
 		}
 		k->settled++;
-		sq_history(q, k->g.id, d->off, d->attempt, "acked", "auto-ack");
+		sq_history(q, k->g.id, d->off, d->attempt, "acked", "auto-ack",
+		    &k->me);
 	} else {
 		token = arc4random();
 		s = sq_stmt(q, "INSERT OR REPLACE INTO delivery (grp, off, "
-		    "state, due, attempt, expired, token, consumer, key) "
-		    "VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)");
+		    "state, due, attempt, expired, token, consumer, key, since, "
+		    "host, pid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
 		sqlite3_bind_int64(s, 1, k->g.id);
 		sqlite3_bind_int64(s, 2, d->off);
 		sqlite3_bind_int64(s, 3, k->now + k->lease);
@@ -192,8 +234,10 @@ deliver(struct claimer *k, struct due *d)
 			sqlite3_bind_int64(s, 7, k->c->consumer);
 		if (d->key)
 			sqlite3_bind_text(s, 8, d->key, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 9, k->me.since);
+		sqlite3_bind_text(s, 10, k->me.host, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 11, k->me.pid);
 		sq_step(q, s, "cannot store delivery");
-		sq_history(q, k->g.id, d->off, d->attempt, "delivered", NULL);
 	}
 	if (!d->m.body) {
 		/* purged under a delivery: nothing left to deliver */
@@ -257,14 +301,14 @@ due_rows(struct claimer *k, struct due *d, int max)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body FROM delivery d "
-	    "LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
+	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
 	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
 	    "ORDER BY d.due, d.off LIMIT ?3";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body FROM delivery d "
-	    "LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
+	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
 	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND (d.key IS "
 	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
 	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
@@ -284,6 +328,7 @@ due_rows(struct claimer *k, struct due *d, int max)
 		d[n].expired = sqlite3_column_int(s, 3);
 		d[n].key = sq_text(s, 4);
 		msg_cols(s, 5, &d[n].m);
+		by_cols(s, 10, &d[n].by);
 		n++;
 	}
 	sqlite3_reset(s);
@@ -310,7 +355,7 @@ claim_due(struct claimer *k)
 				d[i].expired++;
 				k->changed = 1;
 				sq_history(k->q, k->g.id, d[i].off, d[i].attempt,
-				    "expired", "lease ran out");
+				    "expired", "lease ran out", &d[i].by);
 				if (mq_rule_expired(&k->g, d[i].attempt,
 				    d[i].expired, &v)) {
 					s = sq_stmt(k->q, "UPDATE delivery SET "
@@ -324,7 +369,7 @@ claim_due(struct claimer *k)
 					    SQLITE_STATIC);
 					sq_step(k->q, s, "cannot store delivery");
 					sq_history(k->q, k->g.id, d[i].off,
-					    d[i].attempt, "dead", v.reason);
+					    d[i].attempt, "dead", v.reason, NULL);
 					k->dead++;
 					continue;
 				}
@@ -478,6 +523,9 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;
+	k.me.since = k.now;
+	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
+	k.me.pid = my_pid();
 	claim_due(&k);
 	if (k.n < k.max)
 		claim_new(&k);
@@ -501,6 +549,9 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 }
 
 /* settling */
+
+#define LIVE "grp = ?1 AND off = ?2 AND state = 1 AND attempt = ?3 " \
+	"AND token = ?4"
 
 struct gcache {
 	char		topic[MQ_NAME_MAX + 1];
@@ -529,22 +580,48 @@ group_of(struct sq *q, struct gcache **gc, int *ngc, const struct mq_receipt *r)
 	return c;
 }
 
-/* Changes the delivery of a live receipt: sql binds grp, off, attempt,
- * token as ?1-?4 and may bind more after; returns whether it matched. */
-static int
-change(struct sq *q, sqlite3_stmt *s, const struct gcache *c,
-    const struct mq_receipt *r)
+static void
+bind_live(sqlite3_stmt *s, const struct gcache *c, const struct mq_receipt *r)
 {
 	sqlite3_bind_int64(s, 1, c->g.id);
 	sqlite3_bind_int64(s, 2, r->off);
 	sqlite3_bind_int(s, 3, r->attempt);
 	sqlite3_bind_int64(s, 4, r->token);
-	sq_step(q, s, "cannot settle delivery");
-	return sqlite3_changes(q->db) == 1;
 }
 
-#define LIVE "grp = ?1 AND off = ?2 AND state = 1 AND attempt = ?3 " \
-	"AND token = ?4"
+/*
+ * Whether a receipt names a live delivery (leased, same attempt and
+ * token), and if so who delivered it.  The statement that then changes
+ * the row names the same attempt and token again.
+ */
+static int
+live(struct sq *q, const struct gcache *c, const struct mq_receipt *r,
+    struct sq_by *a)
+{
+	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid FROM delivery "
+	    "WHERE " LIVE);
+	int found;
+
+	bind_live(s, c, r);
+	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW))
+		by_cols(s, 0, a);
+	sqlite3_reset(s);
+	return found;
+}
+
+/* Changes the live delivery of a receipt; the statement binds ?1-?4. */
+static int
+change(struct sq *q, sqlite3_stmt *s, const struct gcache *c,
+    const struct mq_receipt *r, struct sq_by *a)
+{
+	if (!live(q, c, r, a)) {
+		sqlite3_reset(s);
+		return 0;
+	}
+	bind_live(s, c, r);
+	sq_step(q, s, "cannot settle delivery");
+	return 1;
+}
 
 /* The receipt's outcome, or -1 when it matched no live delivery. */
 static int
@@ -552,15 +629,16 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 {
 	const struct mq_receipt *r = &st->r;
 	struct mq_verdict v;
+	struct sq_by a;
 	sqlite3_stmt *s;
 
 	switch (st->how) {
 	case MQ_ACK:
 		s = sq_stmt(q, "DELETE FROM delivery WHERE " LIVE);
-		if (!change(q, s, c, r))
+		if (!change(q, s, c, r, &a))
 			return -1;
 		c->settled++;
-		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL);
+		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
 		if (c->g.ordered)
 			sq_touch(q, c->t.id);	/* its key is free */
 		return MQ_SETTLED;
@@ -572,40 +650,42 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sqlite3_bind_int64(s, 6, v.due);
 		if (v.reason[0])
 			sqlite3_bind_text(s, 7, v.reason, -1, SQLITE_STATIC);
-		if (!change(q, s, c, r))
+		if (!change(q, s, c, r, &a))
 			return -1;
 		c->failed++;
-		sq_history(q, c->g.id, r->off, r->attempt, "failed", st->reason);
+		sq_history(q, c->g.id, r->off, r->attempt, "failed", st->reason,
+		    &a);
 		sq_touch(q, c->t.id);
 		if (v.state != MQ_DEAD)
 			return MQ_SETTLED;
 		c->dead++;
-		sq_history(q, c->g.id, r->off, r->attempt, "dead", v.reason);
+		sq_history(q, c->g.id, r->off, r->attempt, "dead", v.reason,
+		    NULL);
 		return MQ_WENT_DEAD;
 	case MQ_DEAD_LETTER:
 		s = sq_stmt(q, "UPDATE delivery SET state = 2, consumer = NULL, "
 		    "reason = ?5 WHERE " LIVE);
 		sqlite3_bind_text(s, 5, st->reason ? st->reason :
 		    "dead-lettered", -1, SQLITE_STATIC);
-		if (!change(q, s, c, r))
+		if (!change(q, s, c, r, &a))
 			return -1;
 		c->dead++;
 		sq_history(q, c->g.id, r->off, r->attempt, "dead", st->reason ?
-		    st->reason : "dead-lettered");
+		    st->reason : "dead-lettered", &a);
 		sq_touch(q, c->t.id);	/* an ordered key moves on */
 		return MQ_SETTLED;
 	case MQ_EXTEND:
 		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now + st->extend);
-		return change(q, s, c, r) ? MQ_SETTLED : -1;
+		return change(q, s, c, r, &a) ? MQ_SETTLED : -1;
 	default:	/* MQ_RELEASE */
 		s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?5, "
 		    "consumer = NULL WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now);
-		if (!change(q, s, c, r))
+		if (!change(q, s, c, r, &a))
 			return -1;
 		sq_history(q, c->g.id, r->off, r->attempt, "released",
-		    st->reason);
+		    st->reason, &a);
 		sq_touch(q, c->t.id);
 		return MQ_SETTLED;
 	}
@@ -712,15 +792,17 @@ sq_beat(struct mq *mq, int64_t id, int64_t lease_until)
 int64_t
 sq_release(struct sq *q, int64_t consumer, int64_t now)
 {
-	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, "
-	    "attempt, event, host, pid, reason) SELECT d.grp, d.off, ?2, "
-	    "d.attempt, 'released', c.host, c.pid, 'consumer gone' FROM "
-	    "delivery d JOIN consumer c ON c.id = d.consumer "
+	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, n, "
+	    "attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "SELECT d.grp, d.off, ?2, ?3, d.attempt, 'released', c.host, "
+	    "c.pid, 'consumer gone', d.since, d.host, d.pid FROM delivery d "
+	    "JOIN consumer c ON c.id = d.consumer "
 	    "WHERE d.consumer = ?1 AND d.state = 1");
 	int64_t topic;
 
 	sqlite3_bind_int64(s, 1, consumer);
 	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int64(s, 3, sq_n());	/* one row per (grp, off) */
 	sq_step(q, s, "cannot release leases");
 	s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?2, "
 	    "consumer = NULL WHERE consumer = ?1 AND state = 1");

@@ -13,9 +13,10 @@
  *    a writer waits until its commit is on disk: one process at a time
  *    (the leader) syncs the WAL for every commit finished before its sync
  *    began, the others sleep on a futex until it is done.  Invariants:
- *    - writing is bumped just before a COMMIT, written just after, both
- *      inside the queue, so every commit numbered <= written has its
- *      frames in the WAL;
+ *    - writing is bumped just before a durable COMMIT, written just
+ *      after, both inside the queue, so every commit numbered <= written
+ *      has its frames in the WAL (lazy commits, claims, are not numbered:
+ *      nobody waits for them, and a later sync covers them anyway);
  *    - a leader reads written, then syncs, then raises synced to what it
  *      read: synced never covers a commit whose frames came after the
  *      sync began;

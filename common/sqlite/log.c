@@ -203,14 +203,15 @@ redrive_one(struct sq *q, int64_t grp, int64_t off, int dry)
 	if (dry)
 		return sq_int(q, "SELECT count(*) FROM delivery WHERE grp = ?1 "
 		    "AND state = 2 AND (?2 = 0 OR off = ?2)", 0, 2, grp, off);
-	s = sq_stmt(q, "INSERT INTO history (grp, off, ts, attempt, event, "
-	    "host, pid) SELECT grp, off, ?3, attempt, 'redriven', ?4, ?5 "
+	s = sq_stmt(q, "INSERT INTO history (grp, off, ts, n, attempt, event, "
+	    "host, pid) SELECT grp, off, ?3, ?6, attempt, 'redriven', ?4, ?5 "
 	    "FROM delivery WHERE grp = ?1 AND state = 2 AND (?2 = 0 OR off = ?2)");
 	sqlite3_bind_int64(s, 1, grp);
 	sqlite3_bind_int64(s, 2, off);
 	sqlite3_bind_int64(s, 3, mq_now());
 	sqlite3_bind_text(s, 4, mq_hostname(), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, getpid());
+	sqlite3_bind_int64(s, 6, sq_n());	/* one row per (grp, off) */
 	sq_step(q, s, "cannot redrive");
 	s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?3, attempt = 0, "
 	    "expired = 0, reason = NULL, consumer = NULL "
@@ -259,8 +260,8 @@ static void
 events(struct sq *q, int64_t grp, int64_t off, struct mq_trace_group *tg)
 {
 	sqlite3_stmt *s = sq_stmt(q, "SELECT ts, attempt, event, "
-	    "coalesce(host, ''), coalesce(pid, 0), reason FROM history "
-	    "WHERE grp = ? AND off = ? ORDER BY rowid");
+	    "coalesce(host, ''), coalesce(pid, 0), reason FROM events "
+	    "WHERE grp = ? AND off = ? ORDER BY ts, k, n");
 	struct mq_event *e;
 
 	sqlite3_bind_int64(s, 1, grp);

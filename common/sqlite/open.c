@@ -48,6 +48,31 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;"
 	"CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;"
 	"ALTER TABLE topic ADD COLUMN gap_below INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * 2 -> 3: one history row per ended attempt, appended, keyed for
+	 * --trace (no separate index); who delivered the current attempt
+	 */
+	"ALTER TABLE delivery ADD COLUMN since INTEGER;"
+	"ALTER TABLE delivery ADD COLUMN host TEXT;"
+	"ALTER TABLE delivery ADD COLUMN pid INTEGER;"
+	"CREATE TABLE history3 (grp INTEGER NOT NULL, off INTEGER NOT NULL, "
+	"ts INTEGER NOT NULL, n INTEGER NOT NULL, attempt INTEGER NOT NULL, "
+	"event TEXT NOT NULL, host TEXT, pid INTEGER, reason TEXT, "
+	"since INTEGER, dhost TEXT, dpid INTEGER, "
+	"PRIMARY KEY (grp, off, ts, n)) WITHOUT ROWID;"
+	"INSERT INTO history3 (grp, off, ts, n, attempt, event, host, pid, "
+	"reason) SELECT grp, off, ts, rowid, attempt, event, host, pid, reason "
+	"FROM history;"
+	"DROP TABLE history;"
+	"ALTER TABLE history3 RENAME TO history;"
+	"CREATE VIEW events AS "
+	"SELECT grp, off, since AS ts, 0 AS k, n, attempt, 'delivered' AS event, "
+	"dhost AS host, dpid AS pid, NULL AS reason "
+	"FROM history WHERE since IS NOT NULL "
+	"UNION ALL SELECT grp, off, ts, 1, n, attempt, event, host, pid, reason "
+	"FROM history "
+	"UNION ALL SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, "
+	"NULL FROM delivery WHERE state = 1 AND since IS NOT NULL;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");
@@ -578,7 +603,8 @@ sq_commit(struct sq *q, int how)
 			sq_durable(q, q->seen, 1);
 		return;
 	}
-	seq = sq_commit_begins(q);
+	/* only durable commits are numbered: nobody waits for a lazy one */
+	seq = how == SQ_DURABLE ? sq_commit_begins(q) : 0;
 	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		sq_die(q, "cannot commit");
 	q->in_tx = q->in_write = 0;
