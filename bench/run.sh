@@ -47,7 +47,7 @@ die() {
 	exit 1
 }
 
-[ $# -ge 1 ] || die "usage: sh bench/run.sh BUILD_DIR [$(echo $BENCHES | tr ' ' '|') ...]"
+[ $# -ge 1 ] || die "usage: sh bench/run.sh BUILD_DIR [$(echo "$BENCHES" | tr ' ' '|') ...]"
 B=$1
 shift
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac

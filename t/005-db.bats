@@ -3,15 +3,13 @@
 # the schema version, and every kind of file mq must refuse without
 # touching it (newer schema, not a database, someone else's database,
 # read-only, busy), with the documented exit status and one line on stderr.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 
 teardown() {
-	local p
 	exec 5>&- 2>/dev/null || true
-	for p in ${BG_PIDS-}; do
-		kill "$p" 2>/dev/null || true
-	done
+	kill_bg
 	if [ -n "${RO_DIR-}" ]; then
 		chmod -R u+w "$RO_DIR" 2>/dev/null || true
 		rm -rf "$RO_DIR"
@@ -52,7 +50,9 @@ one_line_error() {
 @test "\$MQ_DB is used when there is no -d" {
 	export MQ_DB="$BATS_TEST_TMPDIR/elsewhere.db"
 	run -0 mq-send t hello
+	assert_output 1
 	[ -f "$BATS_TEST_TMPDIR/elsewhere.db" ]
+	[ ! -e "$BATS_TEST_TMPDIR/mq.db" ]
 	run -0 mq-recv -A -d "$BATS_TEST_TMPDIR/elsewhere.db" t
 	assert_output hello
 }
@@ -74,6 +74,7 @@ one_line_error() {
 	export HOME="$BATS_TEST_TMPDIR/home" XDG_DATA_HOME="$BATS_TEST_TMPDIR/xdg/data"
 	mkdir "$HOME"
 	run -0 mq-send t hello
+	assert_output 1
 	[ -f "$XDG_DATA_HOME/mq/mq.db" ]
 	[ ! -e "$HOME/.local" ]
 	run -0 mq-recv -A t
@@ -81,11 +82,13 @@ one_line_error() {
 }
 
 @test "an empty \$MQ_DB falls back to the default path" {
-	export MQ_DB= HOME="$BATS_TEST_TMPDIR/home"
+	export MQ_DB='' HOME="$BATS_TEST_TMPDIR/home"
 	unset XDG_DATA_HOME
 	mkdir "$HOME"
 	run -0 mq-send t hello
+	assert_output 1
 	[ -f "$HOME/.local/share/mq/mq.db" ]
+	[ ! -e "$BATS_TEST_TMPDIR/mq.db" ]
 }
 
 @test "programs that only read do not create the database or its directory" {
@@ -115,10 +118,12 @@ one_line_error() {
 	mq-send -q t hello
 	mq-recv t >/dev/null
 	sql 'PRAGMA user_version = 999'
+	local cmd
 	before=$(fingerprint "$MQ_DB")
 	for cmd in "mq-send t more" "mq-send t" "mq-recv t" "mq-recv -n 0 -A t" \
 	    "mq-ack t:default:1:1:0123abcd" "mq-topic list" "mq-topic show t" \
 	    "mq-topic set t max-size=10"; do
+		# shellcheck disable=SC2086 # $cmd: a command line to split into words
 		run -65 --separate-stderr $cmd </dev/null
 		one_line_error 65
 		[[ $stderr == *999* ]]
@@ -128,10 +133,12 @@ one_line_error() {
 }
 
 @test "a file of random bytes is refused with 74 and not modified" {
+	local cmd
 	head -c 65536 /dev/urandom >"$MQ_DB"
 	before=$(sha256sum <"$MQ_DB")
 	for cmd in "mq-send t x" "mq-recv t" "mq-ack t:default:1:1:0123abcd" \
 	    "mq-topic list"; do
+		# shellcheck disable=SC2086 # $cmd: a command line to split into words
 		run -74 --separate-stderr $cmd
 		one_line_error 74
 	done
@@ -152,8 +159,10 @@ one_line_error() {
 	sql 'CREATE TABLE customer (id INTEGER PRIMARY KEY, name TEXT);
 	    INSERT INTO customer (name) VALUES ('"'ada'"'), ('"'bob'"');'
 	before=$(fingerprint "$MQ_DB")
+	local cmd
 	for cmd in "mq-send t x" "mq-recv t" "mq-ack t:default:1:1:0123abcd" \
 	    "mq-topic list"; do
+		# shellcheck disable=SC2086 # $cmd: a command line to split into words
 		run -65 --separate-stderr $cmd
 		one_line_error 65
 	done
@@ -165,8 +174,7 @@ one_line_error() {
 @test "a database the user cannot write is refused with 77, untouched" {
 	# as root permission bits do not apply: run as nobody, on a database
 	# in a directory nobody can read but not write
-	as_nobody test -x "$MQ_BIN/mq-send" ||
-	    fail "nobody cannot run $MQ_BIN/mq-send: make its directories o+x"
+	as_nobody mq-send -V >/dev/null || fail "nobody cannot run mq-send"
 	RO_DIR=$(mktemp -d /tmp/mq-ro.XXXXXX)
 	export MQ_DB="$RO_DIR/mq.db"
 	mq-send -q t hello
@@ -177,10 +185,14 @@ one_line_error() {
 	chmod 444 "$MQ_DB"
 	chmod 555 "$RO_DIR"
 	as_nobody test -r "$MQ_DB" || fail "nobody cannot read $MQ_DB"
-	! as_nobody test -w "$MQ_DB" || fail "nobody can write $MQ_DB"
+	if as_nobody test -w "$MQ_DB"; then
+		fail "nobody can write $MQ_DB"
+	fi
 	before=$(fingerprint "$MQ_DB")
+	local cmd
 	for cmd in "mq-send t x" "mq-recv t" "mq-recv -A -n 0 t" \
 	    "mq-ack t:default:1:1:0123abcd"; do
+		# shellcheck disable=SC2086 # $cmd: a command line to split into words
 		run -77 --separate-stderr as_nobody $cmd
 		one_line_error 77
 		assert_equal "$output" ""
@@ -190,39 +202,53 @@ one_line_error() {
 	assert_output 2
 }
 
-# lock_db: hold the write lock of $MQ_DB from another process until
-# unlock_db; returns once the lock is taken.
+# lock_db: hold the write lock of $MQ_DB from a sqlite3 started with bg,
+# its pid in LOCK_PID, until unlock_db; returns once the lock is taken.
 lock_db() {
-	mkfifo "$BATS_TEST_TMPDIR/lock.in"
-	sqlite3 "$MQ_DB" <"$BATS_TEST_TMPDIR/lock.in" >/dev/null 2>&1 3>&- &
-	BG_PIDS="${BG_PIDS-} $!"
-	exec 5>"$BATS_TEST_TMPDIR/lock.in"
+	local in="$BATS_TEST_TMPDIR/lock.in"
+	mkfifo "$in"
+	# sqlite3 opens the fifo itself (bash gives a background command
+	# /dev/null as stdin), before fd 5 exists, so that its input ends
+	# when fd 5 is closed; fd 5 is read-write, so no open waits
+	# shellcheck disable=SC2016 # $1 and $2 are the inner bash's
+	bg "$BATS_TEST_TMPDIR/lock.out" \
+	    bash -c 'exec sqlite3 "$1" <"$2"' lock_db "$MQ_DB" "$in"
+	LOCK_PID=$BG
+	exec 5<>"$in"
 	printf 'BEGIN IMMEDIATE;\n.system touch %s/locked\n' \
 	    "$BATS_TEST_TMPDIR" >&5
-	wait_for 10 test -e "$BATS_TEST_TMPDIR/locked"
+	wait_for 60 test -e "$BATS_TEST_TMPDIR/locked" ||
+	    { echo "sqlite3 took no lock: $(cat "$BATS_TEST_TMPDIR/lock.out")" >&2; return 1; }
 }
 
+# unlock_db: end the sqlite3 of lock_db (its transaction rolls back).
 unlock_db() {
 	exec 5>&-
-	wait $BG_PIDS
-	BG_PIDS=
+	finish "$LOCK_PID" 60 || return
+	[ "$ST" -eq 0 ] ||
+	    { echo "sqlite3 exit $ST: $(cat "$BATS_TEST_TMPDIR/lock.out")" >&2; return 1; }
 }
 
 @test "a busy database gives 75 after MQ_BUSY_TIMEOUT, with nothing written" {
 	mq-send -q t first
 	lock_db
 	export MQ_BUSY_TIMEOUT=200ms
-	start=$(date +%s)
+	start=$(now_ms)
 	run -75 --separate-stderr mq-send t x
+	ms=$(( $(now_ms) - start ))
 	one_line_error 75
 	assert_equal "$output" ""
+	# it waited for the lock, for MQ_BUSY_TIMEOUT at least
+	[ "$ms" -ge 200 ] || fail "mq-send gave up after ${ms}ms"
 	run -75 --separate-stderr bash -c 'echo y | mq-send t'
 	one_line_error 75
+	assert_equal "$output" ""
 	run -75 --separate-stderr mq-recv t
 	one_line_error 75
 	assert_equal "$output" ""
-	# far below the default 5s timeout, even on a slow machine
-	[ $(( $(date +%s) - start )) -lt 8 ]
+	# and not for the default 5s: that would take 15s for these three
+	ms=$(( $(now_ms) - start ))
+	[ "$ms" -lt 15000 ] || fail "three busy refusals took ${ms}ms"
 	unlock_db
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 1
@@ -250,7 +276,9 @@ unlock_db() {
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 1
 	MQ_SYNC=normal run -0 mq-send t x
+	assert_output 2
 	MQ_SYNC=full run -0 mq-send t y
+	assert_output 3
 	MQ_BUSY_TIMEOUT=250ms run -0 mq-send t z
 	assert_output 4
 }
@@ -267,21 +295,36 @@ unlock_db() {
 	[ ! -e "$BATS_TEST_TMPDIR/new" ]
 }
 
+# all_gone PID...: none of the processes is running.
+all_gone() {
+	local p
+	for p; do
+		gone "$p" || return
+	done
+}
+
 @test "concurrent first writers create the database once, and all succeed" {
 	# Eight writers race to create a new file, forty times over.  mq_open
 	# reads application_id, user_version and the table count in one
 	# snapshot, so a file another process is creating never looks like
 	# "not an mq database" (65), and PRAGMA journal_mode=WAL is retried
 	# while another creator holds the lock instead of failing busy (75).
-	local k i
+	local k i n pids
 	for k in $(seq 40); do
 		rm -f "$MQ_DB" "$MQ_DB-wal" "$MQ_DB-shm"
+		pids=()
 		for i in 1 2 3 4 5 6 7 8; do
-			mq-send -q t "m$i" 2>>errors 3>&- || echo "$k.$i" >>failed &
+			bg "out.$i" mq-send -q t "m$i"
+			pids+=("$BG")
 		done
-		wait
-		[ "$(sql 'SELECT count(*) FROM msg')" = 8 ] || echo "$k" >>failed
-		[ ! -e failed ] || break
+		wait_for 60 all_gone "${pids[@]}" || fail "round $k: a writer hangs"
+		for i in 1 2 3 4 5 6 7 8; do
+			ST=0
+			wait "${pids[i - 1]}" || ST=$?
+			[ "$ST" -eq 0 ] && [ ! -s "out.$i" ] ||
+			    fail "round $k: writer $i exit $ST: $(cat "out.$i")"
+		done
+		n=$(sql 'SELECT count(*) FROM msg')
+		[ "$n" = 8 ] || fail "round $k: $n messages stored, not 8"
 	done
-	[ ! -e failed ] || fail "round $(cat failed): $(cat errors)"
 }

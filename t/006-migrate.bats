@@ -2,9 +2,22 @@
 # Schema versions: a database made by an older build is migrated in place,
 # its data kept; t/data/schema-v1.sql is the schema of version 1 as it
 # shipped.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 
+# The schema version this build stamps, as mq-send -V reports it; fails
+# when there is none.
+schema_version() {
+	local v
+	v=$(mq-send -V) || return
+	v=$(sed -n 's/.*(schema \([0-9][0-9]*\)).*/\1/p' <<<"$v")
+	[[ $v =~ ^[0-9]+$ ]] || { echo "no schema version in mq-send -V" >&2; return 1; }
+	echo "$v"
+}
+
+# make_v1: $MQ_DB as a version 1 build left it: topic old with offsets 1
+# and 2, group g that has settled offset 1.
 make_v1() {
 	{
 		cat "$BATS_TEST_DIRNAME/data/schema-v1.sql"
@@ -18,15 +31,17 @@ make_v1() {
 		INSERT INTO grp (topic, name, created, pos, settled)
 		    VALUES (1, 'g', 1000, 2, 1);
 		SQL
-	} | sqlite3 "$MQ_DB" >/dev/null
+	} | sqlite3 -bail "$MQ_DB" >/dev/null
 }
 
 @test "a version 1 database is upgraded by the first program that opens it" {
 	make_v1
+	v=$(schema_version)
+	[ "$v" -gt 1 ] || fail "this build's schema version is $v"
 	run -0 mq-send old third
 	assert_output 3
 	run -0 sql 'PRAGMA user_version'
-	assert_output "$(mq-send -V | sed -n 's/.*(schema \([0-9]*\)).*/\1/p')"
+	assert_output "$v"
 	run -0 sql 'SELECT delivered, failed, deadlettered FROM grp'
 	assert_output '0|0|0'
 	run -0 mq-recv -g g -n 0 --format '%o %b\n' old
@@ -37,20 +52,29 @@ make_v1() {
 
 @test "a reader upgrades a version 1 database too, and reads it" {
 	make_v1
+	v=$(schema_version)
+	[ "$v" -gt 1 ] || fail "this build's schema version is $v"
 	run -0 mq-replay old
 	assert_output $'1\thello\n2\tworld'
 	run -0 sql 'PRAGMA user_version'
-	[ "$output" -gt 1 ]
+	assert_output "$v"
+	run -0 sql 'SELECT delivered, failed, deadlettered FROM grp'
+	assert_output '0|0|0'
 }
 
 @test "the counters added in version 2 count deliveries, failures and dead letters" {
 	make_v1
 	mq-topic group old g --max-attempts 2 >/dev/null
-	r=$(mq-recv -g g old | cut -f1)
+	# offset 1 was settled in version 1: offset 2 comes, twice
+	r=$(mq-recv -g g --format '%r\n' old)
+	[[ $r == old:g:2:1:* ]] || fail "first receipt: '$r'"
 	mq-ack --fail --delay 0 "$r"
-	r=$(mq-recv -g g old | cut -f1)
+	r=$(mq-recv -g g --format '%r\n' old)
+	[[ $r == old:g:2:2:* ]] || fail "second receipt: '$r'"
 	run -0 --separate-stderr mq-ack --fail --delay 0 "$r"
 	[[ $stderr == *"dead letter"* ]]
+	run -0 sql 'SELECT off, state, attempt FROM delivery'
+	assert_output '2|2|2'
 	run -0 sql 'SELECT delivered, failed, deadlettered FROM grp'
 	assert_output '2|2|1'
 }

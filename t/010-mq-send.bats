@@ -2,15 +2,13 @@
 # mq-send: messages from arguments (one transaction) and from stdin (lines,
 # -0, --whole, -e), offsets printed after commit, size limits, names, keys,
 # usage errors, and many producers at once.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 
 teardown() {
-	local p
 	exec 5>&- 2>/dev/null || true
-	for p in ${BG_PIDS-}; do
-		kill "$p" 2>/dev/null || true
-	done
+	kill_bg
 }
 
 one_line_error() {
@@ -94,6 +92,8 @@ bodies() {
 	assert_output 1
 	mq-recv -A --format '%B' t >out.bin
 	cmp in.bin out.bin
+	run -0 sql 'SELECT count(*) FROM msg'
+	assert_output 1
 	run -0 sql 'SELECT length(body) FROM msg'
 	assert_output "$(wc -c <in.bin)"
 }
@@ -110,13 +110,14 @@ bodies() {
 	printf 'new\nline\\back\\slash' >b2
 	printf 'nul\0and\001ctl\377\376bytes' >b3
 	printf 'h\303\251llo \342\202\254 ' >b4
+	# shellcheck disable=SC1003 # the last \\ is printf's, no quote escaped
 	printf '\\n is not a newline\\' >b5
 	for f in b1 b2 b3 b4; do
 		mq-send -q --whole t <"$f"
 	done
 	mq-send -q t ''		# an empty body
 	mq-send -q --whole t <b5
-	run -0 bash -c 'mq-recv -n 0 t | cut -f2- | mq-send -e t2'
+	run -0 bash -c 'set -o pipefail; mq-recv -n 0 t | cut -f2- | mq-send -e t2'
 	assert_output "$(seq 6)"
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 12
@@ -128,10 +129,13 @@ bodies() {
 	# 'a\tb' is the three bytes a TAB b, with no trailing byte left over
 	# from the length of the escaped text.
 	run -0 mq-send -e t 'a\tb' 'c\\d'
+	assert_output $'1\n2'
 	run -0 bodies t
 	assert_output $'610962\n635C64'
+	# shellcheck disable=SC1003 # 'bad\' is a trailing backslash, no quote escaped
 	run -65 --separate-stderr mq-send -e t 'ok' 'bad\'
 	one_line_error 65
+	assert_output ""
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 2
 }
@@ -144,11 +148,14 @@ bodies() {
 	assert_output 0
 	run -65 --separate-stderr bash -c 'head -c 2000000 /dev/zero | tr "\0" a | mq-send t'
 	one_line_error 65
+	assert_output ""
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 0
 	# exactly the limit is fine
 	run -0 bash -c 'head -c 1048576 /dev/zero | mq-send --whole t'
 	assert_output 1
+	run -0 sql 'SELECT count(*), length(body) FROM msg'
+	assert_output '1|1048576'
 }
 
 @test "max-size of the topic is enforced: 10 accepted, 11 refused" {
@@ -165,30 +172,37 @@ bodies() {
 	assert_output 1
 	run -0 bash -c 'printf 1234567890 | mq-send --whole t'
 	assert_output 2
+	run -0 bash -c 'printf "1234567890\n" | mq-send t'
+	assert_output 3
+}
+
+# producer P: send p$P-1 ... p$P-200, the offsets to out.$P; even P from
+# arguments, ten a run, odd P from stdin, a hundred a run.
+producer() {
+	local i msgs
+	if [ $(($1 % 2)) -eq 0 ]; then
+		for i in $(seq 0 10 190); do
+			mapfile -t msgs < <(seq -f "p$1-%g" $((i + 1)) $((i + 10)))
+			mq-send t "${msgs[@]}" >>"out.$1" || return
+		done
+	else
+		seq -f "p$1-%g" 1 100 | mq-send t >>"out.$1" || return
+		seq -f "p$1-%g" 101 200 | mq-send t >>"out.$1"
+	fi
 }
 
 @test "8 producers at once: offsets 1..N exactly once, every body stored once" {
-	local p i
+	local p pids=()
 	mq-send -q t warmup	# the database exists before the race
 	for p in 1 2 3 4 5 6 7 8; do
-		if [ $((p % 2)) -eq 0 ]; then
-			(
-				for i in $(seq 0 10 190); do
-					mq-send t $(seq -f "p$p-%g" $((i + 1)) $((i + 10))) ||
-					    echo "producer $p failed" >>failed
-				done
-			) >"out.$p" 2>>errors 3>&- &
-		else
-			(
-				seq -f "p$p-%g" 1 100 | mq-send t &&
-				seq -f "p$p-%g" 101 200 | mq-send t ||
-				    echo "producer $p failed" >>failed
-			) >"out.$p" 2>>errors 3>&- &
-		fi
+		bg "err.$p" producer "$p"
+		pids+=("$BG")
 	done
-	wait
-	[ ! -e failed ] || fail "$(cat failed errors)"
-	[ ! -s errors ] || fail "$(cat errors)"
+	for p in 1 2 3 4 5 6 7 8; do
+		finish "${pids[p - 1]}" 300 || fail "producer $p hangs"
+		[ "$ST" -eq 0 ] && [ ! -s "err.$p" ] ||
+		    fail "producer $p exit $ST: $(cat "err.$p")"
+	done
 	run -0 bash -c 'cat out.* | sort -n'
 	assert_output "$(seq 2 1601)"
 	run -0 sql 'SELECT count(*), min(off), max(off) FROM msg'
@@ -201,21 +215,27 @@ bodies() {
 
 @test "a slow stream: each line is committed while the input stays open" {
 	mkfifo in
-	mq-send t <in >out 2>err 3>&- &
-	BG_PIDS=$!
-	exec 5>in
+	# mq-send opens the fifo itself (bash gives a background command
+	# /dev/null as stdin), before fd 5 exists, so that its input ends
+	# when fd 5 is closed; fd 5 is read-write, so no open waits
+	bg out bash -c 'exec mq-send t <in 2>err'
+	pid=$BG
+	exec 5<>in
 	echo a >&5
 	# bounded: the line must be receivable long before the input ends
-	wait_for 10 grep -qx 1 out
+	wait_for 60 grep -qx 1 out || fail "line a not committed: $(cat out err)"
 	run -0 mq-recv -A t
 	assert_output a
-	kill -0 "$BG_PIDS"	# still reading: the commit did not wait for EOF
+	# still reading: the commit did not wait for EOF
+	gone "$pid" && fail "mq-send ended before its input: $(cat out err)"
 	echo b >&5
 	exec 5>&-
-	wait "$BG_PIDS"
-	BG_PIDS=
+	finish "$pid" 60
+	assert_equal "$ST" 0
 	run -0 cat out
 	assert_output $'1\n2'
+	run -0 cat err
+	assert_output ""
 	run -0 mq-recv -A t
 	assert_output b
 }
@@ -229,22 +249,31 @@ bodies() {
 	done
 	[ ! -e "$MQ_DB" ]
 	run -0 mq-send "${long:1}" x
+	assert_output 1
 	run -0 mq-send A-Za_z.0-9 x
+	assert_output 1
 	run -0 mq-send _x x
+	assert_output 1
+	run -0 sql 'SELECT count(*) FROM topic'
+	assert_output 3
 }
 
 @test "-k KEY is stored with every message and shown in --json" {
 	run -0 mq-send -k user-42 t a b
-	run -0 bash -c 'mq-recv -n 0 --json t | jq -r .key'
+	assert_output $'1\n2'
+	run -0 bash -c 'set -o pipefail; mq-recv -n 0 --json t | jq -r .key'
 	assert_output $'user-42\nuser-42'
 	run -0 bash -c 'echo c | mq-send --key "k 2" t'
-	run -0 bash -c 'mq-recv --json t | jq -r .key'
+	assert_output 3
+	run -0 bash -c 'set -o pipefail; mq-recv --json t | jq -r .key'
 	assert_output 'k 2'
 	mq-send -q t nokey
-	run -0 bash -c 'mq-recv --json t | jq -c .key'
+	run -0 bash -c 'set -o pipefail; mq-recv --json t | jq -c .key'
 	assert_output null
 	run -64 --separate-stderr mq-send -k '' t x
 	one_line_error 64
+	run -0 sql 'SELECT count(*) FROM msg'
+	assert_output 4
 }
 
 @test "usage errors: no topic, unknown option (64, usage on stderr)" {

@@ -2,6 +2,7 @@
 # mq-ack: settling deliveries by receipt, from arguments or stdin: ack,
 # --fail [--delay], --dead [--reason], --extend; stale, unknown and
 # malformed receipts; option conflicts.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 
@@ -11,9 +12,10 @@ one_line_error() {
 	[[ $stderr == mq-ack:* ]]
 }
 
-# receive [ARGS...]: receive from topic t, print the receipts only
+# receive [ARGS...]: receive from topic t, print the receipts only, one a
+# line; fails as mq-recv does
 receive() {
-	mq-recv "$@" t | cut -f1
+	mq-recv --format '%r\n' "$@" t
 }
 
 # state OFFSET: "state|attempt" of the delivery of OFFSET in group default,
@@ -24,15 +26,18 @@ state() {
 
 @test "ack from arguments settles every receipt given" {
 	mq-send -q t a b c
-	r=($(receive -n 3 --lease 1s))
-	[ "${#r[@]}" -eq 3 ]
-	run -0 --separate-stderr mq-ack "${r[0]}" "${r[2]}"
+	run -0 receive -n 3 --lease 1s
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 3
+	run -0 --separate-stderr mq-ack "${rs[0]}" "${rs[2]}"
 	assert_output ""
 	assert_equal "$stderr" ""
 	run -0 sql 'SELECT group_concat(off) FROM delivery'
 	assert_output 2
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 2
 	# after the lease only the unacked one comes back
-	wait_for 15 bash -c 'mq-recv -n 0 --format "%o %a\n" t >>again'
+	wait_for 60 bash -c 'mq-recv -n 0 --format "%o %a\n" t >>again'
 	run -0 cat again
 	assert_output '2 2'
 	run -1 mq-recv -n 0 t
@@ -40,7 +45,8 @@ state() {
 
 @test "ack from stdin: first field of each line (mq-recv | mq-ack)" {
 	mq-send -q t a 'b with spaces' 'c	tab'
-	run -0 --separate-stderr bash -c 'mq-recv -n 0 t | mq-ack'
+	run -0 --separate-stderr bash -c 'set -o pipefail; mq-recv -n 0 t | mq-ack'
+	assert_output ""
 	assert_equal "$stderr" ""
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
@@ -49,18 +55,24 @@ state() {
 	# blank lines and leading blanks are fine
 	mq-send -q t d
 	r=$(receive)
-	run -0 bash -c "printf '\n  %s\tbody\n\n' '$r' | mq-ack"
+	[[ $r == t:default:4:1:* ]] || fail "receipt '$r' is not of offset 4"
+	run -0 --separate-stderr bash -c "printf '\n  %s\tbody\n\n' '$r' | mq-ack"
+	assert_equal "$stderr" ""
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 4
 }
 
 @test "a stale receipt: exit 1, named on stderr, the others applied" {
 	mq-send -q t a b
-	r=($(receive -n 2))
-	run -0 mq-ack "${r[0]}"
-	run -1 --separate-stderr mq-ack "${r[0]}" "${r[1]}"
+	run -0 receive -n 2
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 2
+	run -0 mq-ack "${rs[0]}"
+	run -1 --separate-stderr mq-ack "${rs[0]}" "${rs[1]}"
 	one_line_error 1
-	[[ $stderr == *"${r[0]}"* ]]
+	[[ $stderr == *"${rs[0]}"* ]]
 	[[ $stderr == *stale* ]]
 	assert_output ""
 	run -0 sql 'SELECT count(*) FROM delivery'
@@ -71,21 +83,26 @@ state() {
 
 @test "a stale receipt from stdin: exit 1, the others applied" {
 	mq-send -q t a b
-	r=($(receive -n 2))
-	mq-ack "${r[0]}"
-	run -1 --separate-stderr bash -c "printf '%s\n' ${r[0]} ${r[1]} | mq-ack"
+	run -0 receive -n 2
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 2
+	mq-ack "${rs[0]}"
+	run -1 --separate-stderr bash -c "printf '%s\n' '${rs[0]}' '${rs[1]}' | mq-ack"
 	one_line_error 1
-	[[ $stderr == *"${r[0]}"* ]]
+	[[ $stderr == *"${rs[0]}"* ]]
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 2
 }
 
 @test "a receipt of an older attempt is stale and changes nothing" {
 	mq-send -q t a
 	old=$(receive --lease 1s)
-	wait_for 15 bash -c 'mq-recv t | cut -f1 >new; test -s new'
+	[[ $old == t:default:1:1:* ]] || fail "first receipt: '$old'"
+	wait_for 60 bash -c 'mq-recv --format "%r\n" t >new'
 	new=$(cat new)
-	[[ $new == t:default:1:2:* ]]
+	[[ $new == t:default:1:2:* ]] || fail "second receipt: '$new'"
 	run -1 --separate-stderr mq-ack "$old"
 	one_line_error 1
 	[[ $stderr == *"$old"* ]]
@@ -105,6 +122,8 @@ state() {
 	# the valid one went through
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 1
 	for bad in t:nogroup:1:1:0123abcd t:default:99:1:0123abcd; do
 		run -1 --separate-stderr mq-ack "$bad"
 		one_line_error 1
@@ -133,53 +152,68 @@ state() {
 	assert_output ''
 }
 
-@test "--fail --delay 2s: not redelivered at once, but after the delay, attempt 2" {
+@test "--fail --delay 5s: not redelivered at once, but after the delay, attempt 2" {
+	# 5s, so that "not at once" holds even on a slow machine
 	mq-send -q t a
 	r=$(receive)
-	start=$(date +%s%3N)
-	run -0 --separate-stderr mq-ack --fail --delay 2s "$r"
+	start=$(now_ms)
+	run -0 --separate-stderr mq-ack --fail --delay 5s "$r"
+	assert_output ""
 	assert_equal "$stderr" ""
 	run -1 mq-recv t
 	run -0 state 1
 	assert_output '0|1'
-	wait_for 15 bash -c 'mq-recv --format "%o %a %b\n" t >>again'
-	elapsed=$(( $(date +%s%3N) - start ))
+	wait_for 60 bash -c 'mq-recv --format "%o %a %b\n" t >>again'
+	elapsed=$(( $(now_ms) - start ))
 	run -0 cat again
 	assert_output '1 2 a'
-	[ "$elapsed" -ge 1900 ]
+	[ "$elapsed" -ge 4900 ] || fail "redelivered after ${elapsed}ms"
 }
 
 @test "--fail without --delay waits for the group's backoff (10s first)" {
 	mq-send -q t a
 	r=$(receive)
+	before=$(now_ms)
 	run -0 mq-ack --fail --reason 'try later' "$r"
+	after=$(now_ms)
 	run -1 mq-recv t
-	run -0 sql "SELECT state, reason,
-	    due - CAST(strftime('%s', 'now') AS INTEGER) * 1000 > 5000 FROM delivery"
-	assert_output '0|try later|1'
+	# due 10s after the ack, whenever the ack ran (no clock race)
+	run -0 sql "SELECT state, attempt, reason,
+	    due BETWEEN $before + 10000 AND $after + 10000 FROM delivery"
+	assert_output '0|1|try later|1'
 }
 
 @test "--dead --reason TEXT: a dead letter with that reason, never redelivered" {
 	mq-send -q t a b
-	r=($(receive -n 2 --lease 1s))
-	run -0 --separate-stderr mq-ack --dead --reason 'bad input: no id' "${r[0]}"
+	run -0 receive -n 2 --lease 1s
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 2
+	run -0 --separate-stderr mq-ack --dead --reason 'bad input: no id' "${rs[0]}"
 	assert_equal "$stderr" ""
-	run -0 mq-ack --dead "${r[1]}"
+	run -0 mq-ack --dead "${rs[1]}"
 	run -0 sql 'SELECT off, state, reason FROM delivery ORDER BY off'
 	assert_output $'1|2|bad input: no id\n2|2|dead-lettered'
-	# both leases are over by the time a 1s lease would have expired
+	# the 1s leases taken before this sleep are over after it
 	sleep 1.5
 	run -1 mq-recv -n 0 t
-	run -1 mq-ack "${r[0]}"
+	run -1 --separate-stderr mq-ack "${rs[0]}"
+	[[ $stderr == *"${rs[0]}"* ]]
+	# still dead letters, untouched
+	run -0 sql 'SELECT off, state, attempt FROM delivery ORDER BY off'
+	assert_output $'1|2|1\n2|2|1'
 }
 
-@test "--extend 10s keeps a 1s lease from running out" {
+@test "--extend 60s keeps a 1s lease from running out" {
+	# 60s, far longer than this test takes even on a slow machine
 	mq-send -q t a b
-	r=($(receive -n 2 --lease 1s))
-	run -0 --separate-stderr mq-ack --extend 10s "${r[0]}"
+	run -0 receive -n 2 --lease 1s
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 2
+	run -0 --separate-stderr mq-ack --extend 60s "${rs[0]}"
+	assert_output ""
 	assert_equal "$stderr" ""
 	# the other lease runs out: wait for its redelivery, then some more
-	wait_for 15 bash -c 'mq-recv -n 0 --format "%o %a\n" t >>again'
+	wait_for 60 bash -c 'mq-recv -n 0 --format "%o %a\n" t >>again'
 	sleep 1
 	run -1 mq-recv -n 0 t
 	run -0 cat again
@@ -187,7 +221,7 @@ state() {
 	run -0 state 1
 	assert_output '1|1'
 	# the receipt is still good: the lease is extended, not renewed
-	run -0 mq-ack "${r[0]}"
+	run -0 mq-ack "${rs[0]}"
 	run -0 state 1
 	assert_output ''
 }
@@ -197,6 +231,7 @@ state() {
 	    "--delay 1s" "--dead --delay 1s" "--extend 1s --delay 1s" \
 	    "--reason x" "--extend 1s --reason x" "--fail --delay soon" \
 	    "--extend never"; do
+		# shellcheck disable=SC2086 # $args: options to split into words
 		run -64 --separate-stderr mq-ack $args t:default:1:1:0123abcd
 		one_line_error 64
 	done

@@ -25,10 +25,28 @@ rows() {
 	sql 'SELECT count(*) FROM delivery'
 }
 
-# sql_is QUERY VALUE: the query prints VALUE (for wait_for: the query runs
-# on every try).
-sql_is() {
-	[ "$(sql "$1")" = "$2" ]
+# hold_handler: writes ./hold, a handler that records its process group
+# in pgids, touches started and runs until the test creates go (at most
+# 60s: then it exits 1), then appends "finished" to out and exits 0.
+hold_handler() {
+	cat >hold <<-'EOF'
+		#!/bin/sh
+		echo $$ >>pgids
+		touch started
+		i=0
+		until [ -e go ]; do
+			i=$((i + 1))
+			[ "$i" -le 600 ] || exit 1
+			sleep 0.1
+		done
+		echo finished >>out
+	EOF
+	chmod +x hold
+}
+
+# past MS: the time (now_ms) is MS or later.
+past() {
+	[ "$(now_ms)" -ge "$1" ]
 }
 
 delivered() {
@@ -40,36 +58,39 @@ delivered() {
 	mq-send -q t hello
 	run -0 mq-recv -g g --lease 1s --format '%a %r %b' t
 	read -r a1 r1 b1 <<<"$output"
-	[ "$a1" = 1 ] && [ "$b1" = hello ]
+	assert_equal "$a1" 1
+	assert_equal "$b1" hello
+	[[ $r1 == t:g:1:1:* ]] || fail "receipt of attempt 1: $r1"
 	# after the lease runs out it comes back
-	wait_for 10 try_recv
+	wait_for 30 try_recv
 	read -r a2 r2 b2 <<<"$GOT"
-	[ "$a2" = 2 ] && [ "$b2" = hello ]
-	[ "$r2" != "$r1" ]
-	[[ $r2 == t:g:1:2:* ]]
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" = 1 ]
+	assert_equal "$a2" 2
+	assert_equal "$b2" hello
+	[ "$r2" != "$r1" ] || fail "the same receipt again: $r2"
+	[[ $r2 == t:g:1:2:* ]] || fail "receipt of attempt 2: $r2"
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" 1
 
 	# the receipt of attempt 1 is stale: reported, nothing changes
 	before=$(sql 'SELECT * FROM delivery')
 	for how in "" --fail --dead "--extend 1h"; do
-		run --separate-stderr -1 mq-ack $how "$r1"
-		[[ $stderr == *stale* && $stderr == *"$r1"* ]]
-		[ "$(sql 'SELECT * FROM delivery')" = "$before" ]
+		read -ra opts <<<"$how"
+		run --separate-stderr -1 mq-ack "${opts[@]}" "$r1"
+		stderr_has stale "$r1"
+		assert_equal "$(sql 'SELECT * FROM delivery')" "$before"
 	done
-	[ "$(sql 'SELECT state, attempt FROM delivery')" = "1|2" ]
+	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "1|2"
 
 	# the current one settles; settling it again is stale
 	run -0 mq-ack "$r2"
-	[ "$(rows)" = 0 ]
+	assert_equal "$(rows)" 0
 	run --separate-stderr -1 mq-ack "$r2"
-	[[ $stderr == *"$r2"* ]]
+	stderr_has "$r2"
 	run -1 mq-recv -g g t
 }
 
 @test "receipts piped from mq-recv into mq-ack settle" {
 	mq-send -q t a b c
-	run bash -c 'mq-recv -g g -n 0 t | mq-ack'
-	assert_success
+	run -0 bash -c 'set -o pipefail; mq-recv -g g -n 0 t | mq-ack'
 	assert_output ''
 	[ "$(rows)" = 0 ]
 	[ "$(sql 'SELECT settled FROM grp')" = 3 ]
@@ -81,10 +102,12 @@ delivered() {
 	run -0 mq-recv -g g --lease 1s --format '%r' t
 	r=$output
 	t0=$(now_ms)
-	run -0 mq-ack --extend 10s "$r"
+	run -0 mq-ack --extend 60s "$r"
 	due=$(sql 'SELECT due FROM delivery')
-	[ "$due" -ge $((t0 + 10000)) ] && [ "$due" -le $(($(now_ms) + 10000)) ]
-	sleep 1.5	# past the original lease
+	[ "$due" -ge $((t0 + 60000)) ] || fail "due $due: before $t0 + 60s"
+	[ "$due" -le $(($(now_ms) + 60000)) ] || fail "due $due: too late"
+	# past the original lease (taken before t0), well within the new one
+	wait_for 30 past $((t0 + 1500))
 	run -1 mq-recv -g g t
 	run -0 mq-ack "$r"
 	[ "$(rows)" = 0 ]
@@ -99,22 +122,27 @@ delivered() {
 	run -1 mq-ack "$r"
 }
 
-@test "mq-ack --fail --delay 2s: not redelivered before 2s, redelivered after" {
+@test "mq-ack --fail --delay 3s: not redelivered before 3s, redelivered after" {
 	mq-topic group t g >/dev/null
 	mq-send -q t m
 	r=$(mq-recv -g g --format '%r' t)
 	t0=$(now_ms)
-	run -0 mq-ack --fail --delay 2s "$r"
-	[ "$(sql 'SELECT state, attempt FROM delivery')" = "0|1" ]
+	run -0 mq-ack --fail --delay 3s "$r"
+	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "0|1"
 	due=$(sql 'SELECT due FROM delivery')
-	[ "$due" -ge $((t0 + 2000)) ] && [ "$due" -le $(($(now_ms) + 2000)) ]
-	sleep 0.7
+	[ "$due" -ge $((t0 + 3000)) ] || fail "due $due: before $t0 + 3s"
+	[ "$due" -le $(($(now_ms) + 3000)) ] || fail "due $due: too late"
+	# a look a second into the delay finds nothing; it must end before the
+	# delay does to show that (2s to spare)
+	sleep 1
 	run -1 mq-recv -g g t
-	[ $(($(now_ms) - t0)) -lt 2000 ]	# that look was before the delay
-	wait_for 10 try_recv
-	[ $(($(now_ms) - t0)) -ge 2000 ]
+	looked=$(($(now_ms) - t0))
+	[ "$looked" -lt 3000 ] || fail "the look ended ${looked}ms after the fail: too late to show anything"
+	wait_for 30 try_recv
+	[ $(($(now_ms) - t0)) -ge 3000 ] || fail "redelivered before the delay"
 	read -r a r2 b <<<"$GOT"
-	[ "$a" = 2 ] && [ "$b" = m ]
+	assert_equal "$a" 2
+	assert_equal "$b" m
 	run -0 mq-ack --fail --delay 0 "$r2"
 	# --delay 0: due at once
 	run -0 mq-recv -g g --format '%a' t
@@ -122,21 +150,24 @@ delivered() {
 }
 
 @test "--fail without --delay follows the group's backoff, the last step repeating" {
-	mq-topic group t g --backoff '1s 2s' >/dev/null
+	mq-topic group t g --backoff '2s 3s' >/dev/null
 	mq-send -q t m
 	for attempt in 1 2 3; do
-		wait_for 10 try_recv
-		read -r a r b <<<"$GOT"
-		[ "$a" = "$attempt" ]
+		wait_for 30 try_recv
+		read -r a r _ <<<"$GOT"
+		assert_equal "$a" "$attempt"
 		t0=$(now_ms)
 		run -0 mq-ack --fail "$r"
 		t1=$(now_ms)
 		due=$(sql 'SELECT due FROM delivery')
-		step=$((attempt == 1 ? 1000 : 2000))
-		[ "$due" -ge $((t0 + step)) ] && [ "$due" -le $((t1 + step)) ]
+		step=$((attempt == 1 ? 2000 : 3000))
+		[ "$due" -ge $((t0 + step)) ] || fail "attempt $attempt: due $due before $t0 + ${step}ms"
+		[ "$due" -le $((t1 + step)) ] || fail "attempt $attempt: due $due after $t1 + ${step}ms"
+		# not before then (2s or more to spare)
 		run -1 mq-recv -g g t
+		[ "$(now_ms)" -lt "$due" ] || fail "attempt $attempt: the look ended after $due: too late to show anything"
 	done
-	[ "$(delivered)" = 3 ]
+	assert_equal "$(delivered)" 3
 }
 
 @test "the default backoff starts at 10s" {
@@ -145,7 +176,8 @@ delivered() {
 	t0=$(now_ms)
 	run -0 mq-ack --fail "$r"
 	due=$(sql 'SELECT due FROM delivery')
-	[ "$due" -ge $((t0 + 10000)) ] && [ "$due" -le $(($(now_ms) + 10000)) ]
+	[ "$due" -ge $((t0 + 10000)) ] || fail "due $due: before $t0 + 10s"
+	[ "$due" -le $(($(now_ms) + 10000)) ] || fail "due $due: too late"
 }
 
 @test "after --max-attempts failures a message is a dead letter and is not delivered again" {
@@ -154,14 +186,17 @@ delivered() {
 	for attempt in 1 2 3; do
 		run -0 mq-recv -g g --format '%a %r' t
 		read -r a r <<<"$output"
-		[ "$a" = "$attempt" ]
+		assert_equal "$a" "$attempt"
 		run --separate-stderr -0 mq-ack --fail --delay 0 "$r"
+		if [ "$attempt" -lt 3 ]; then
+			assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "0|$attempt"
+		fi
 	done
 	# the last failure says so
-	[[ $stderr == *"$r"*dead* ]]
-	[ "$(sql 'SELECT state, attempt FROM delivery')" = "2|3" ]
+	stderr_has "$r" dead
+	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "2|3"
 	reason=$(sql 'SELECT reason FROM delivery')
-	[[ $reason == *attempts* ]]
+	[[ $reason == *attempts* ]] || fail "reason: $reason"
 	run -1 mq-recv -g g t
 	run -1 mq-recv -g g -n 0 t
 	[ "$(delivered)" = 3 ]
@@ -174,16 +209,19 @@ delivered() {
 	mq-send -q t m
 	run -0 mq-recv -g g --format '%a' t
 	assert_output 1
-	wait_for 10 try_recv
-	[ "${GOT%% *}" = 2 ]
+	wait_for 30 try_recv
+	assert_equal "${GOT%% *}" 2
 	# keep looking until the second lease has run out and the claim that
-	# saw it made it a dead letter; none of the looks may get it
+	# saw it made it a dead letter; none of the looks may get it (each
+	# exits 1, saying nothing)
 	looked() {
-		mq-recv -g g --format '%a\n' t >>got 2>&1 || true
+		local st=0
+		mq-recv -g g --format '%a\n' t >>got 2>&1 || st=$?
+		[ "$st" = 1 ] || echo "mq-recv exited $st" >>got
 		[ "$(sql 'SELECT state FROM delivery')" = 2 ]
 	}
-	wait_for 10 looked
-	[ ! -s got ]
+	wait_for 30 looked
+	[ ! -s got ] || fail "a look got: $(cat got)"
 	[ "$(sql 'SELECT reason FROM delivery')" = "lease expired 2 times" ]
 	[ "$(delivered)" = 2 ]
 	run -1 mq-recv -g g t
@@ -202,18 +240,18 @@ delivered() {
 	assert_output '1 a'
 	run -0 mq-recv -g g --format '%r' t
 	rb=$output
-	wait_for 10 try_recv --lease 1s
-	read -r a r b <<<"$GOT"
-	[ "$a $b" = "2 a" ]	# leased for 1s
+	wait_for 30 try_recv --lease 1s
+	read -r a _ b <<<"$GOT"
+	assert_equal "$a $b" "2 a"	# leased for 1s
 	# b waits for a retry that falls due after a's last lease ends
 	run -0 mq-ack --fail --delay 1500ms "$rb"
 	both_due() {
 		sql_is "SELECT count(*) FROM delivery WHERE due <= $(now_ms)" 2
 	}
-	wait_for 10 both_due
+	wait_for 30 both_due
 	run -0 mq-recv -g g -n 0 t -- sh -c 'cat >>handled; echo >>handled'
-	[ "$(sql 'SELECT off, state FROM delivery')" = "1|2" ]
-	[ "$(cat handled)" = b ]
+	assert_equal "$(sql 'SELECT off, state FROM delivery')" "1|2"
+	assert_equal "$(cat handled)" b
 }
 
 @test "exec mode: exit 0 acks" {
@@ -255,7 +293,7 @@ delivered() {
 @test "exec mode: a command that cannot be run stops mq-recv (66); the message comes back at once" {
 	mq-send -q t m1 m2
 	run --separate-stderr -66 mq-recv -g g -n 0 -j 2 t -- ./no-such-command
-	[[ $stderr == *"cannot run ./no-such-command"* ]]
+	stderr_has "cannot run ./no-such-command"
 	# nothing lost, nothing dead: deliverable again now
 	[ "$(sql 'SELECT count(*) FROM delivery WHERE state = 0 AND due <= '"$(now_ms)")" = 2 ]
 	run -0 mq-recv -g g -n 0 --format '%o %a\n' t
@@ -264,6 +302,7 @@ delivered() {
 	# the same from a follower: it stops instead of failing every message
 	mq-send -q t m3
 	run --separate-stderr -66 mq-recv -g g -f t -- ./no-such-command
+	stderr_has "cannot run ./no-such-command"
 	run -0 mq-recv -g g --format '%o %a' t
 	assert_output '3 2'
 }
@@ -272,6 +311,7 @@ delivered() {
 	mq-topic group t g --backoff 100ms >/dev/null
 	body=$(printf 'first line\n\tsecond line\\n')
 	mq-send -q -k KEY t "$body"
+	# shellcheck disable=SC2016 # for the handler's shell to expand
 	run -0 mq-recv -g g t -- sh -c 'cat >body; env >env; echo "handled $MQ_OFFSET"'
 	assert_output 'handled 1'
 	printf '%s' "$body" >expected
@@ -290,12 +330,14 @@ delivered() {
 	run -1 mq-ack "$(getenv MQ_RECEIPT)"
 	# a second attempt says so
 	mq-send -q t again
+	# shellcheck disable=SC2016 # for the handler's shell to expand
 	run -0 mq-recv -g g t -- sh -c 'echo "$MQ_OFFSET $MQ_ATTEMPT"; exit 1'
 	assert_output '2 1'
 	again() {
+		# shellcheck disable=SC2016 # for the handler's shell to expand
 		mq-recv -g g t -- sh -c 'echo "$MQ_OFFSET $MQ_ATTEMPT [$MQ_KEY]" >>seen'
 	}
-	wait_for 10 again
+	wait_for 30 again
 	[ "$(cat seen)" = '2 2 []' ]
 }
 
@@ -322,61 +364,86 @@ delivered() {
 	bg recv.out mq-recv -g g -f t -- sh -c 'cat >>seen; echo >>seen'
 	pid=$BG
 	lines() { [ "$({ wc -l <seen; } 2>/dev/null)" = "$1" ]; }
-	wait_for 10 lines 3
+	wait_for 30 lines 3
 	mq-send -q t 4
-	wait_for 10 lines 4
+	wait_for 30 lines 4
 	[ "$(cat seen)" = "$(seq 4)" ]
 	kill -0 "$pid"
 	kill -TERM "$pid"
-	finish "$pid" 10
+	finish "$pid" 30
 	[ "$ST" = 0 ]
 	[ "$(rows)" = 0 ]
 }
 
-@test "exec mode: -j 4 runs four handlers at once" {
-	mq-send -q t 1 2 3 4
-	t0=$(now_ms)
-	run -0 mq-recv -g g -n 0 -j 4 t -- sh -c 'date +%s%3N >>starts; sleep 1'
-	t1=$(now_ms)
-	[ "$(wc -l <starts)" = 4 ]
-	spread=$(( $(sort -n starts | tail -1) - $(sort -n starts | head -1) ))
-	echo "# starts within ${spread}ms, all done in $((t1 - t0))ms" >&3
-	# one at a time, each start would be at least 1s after the last
-	[ "$spread" -lt 900 ]
-	[ $((t1 - t0)) -lt 3500 ]
-	[ "$(rows)" = 0 ]
+@test "exec mode: -j 4 runs four handlers at once, not five" {
+	# Each handler logs its start and waits until four handlers have
+	# started before it logs its end and exits 0: with fewer than four at
+	# once that never happens, and the handlers give up (exit 1, a failed
+	# delivery) after 60s.  The fifth may only start after one has ended.
+	mq-send -q t 1 2 3 4 5
+	cat >handler <<-'EOF'
+		#!/bin/sh
+		echo "start $MQ_OFFSET" >>log
+		i=0
+		until [ "$(grep -c start log)" -ge 4 ]; do
+			i=$((i + 1))
+			[ "$i" -le 600 ] || exit 1
+			sleep 0.1
+		done
+		echo "end $MQ_OFFSET" >>log
+	EOF
+	chmod +x handler
+	run -0 mq-recv -g g -n 0 -j 4 t -- ./handler
+	assert_equal "$(rows)" 0
+	assert_equal "$(sql 'SELECT settled FROM grp')" 5
+	# the most running at once, by the log (appends, in order)
+	# shellcheck disable=SC2016 # awk's fields
+	run -0 awk '$1 == "start" { n++; if (n > max) max = n }
+	    $1 == "end" { n-- } END { print max, NR }' log
+	assert_output '4 10'
 }
 
 @test "exec mode: the lease is extended while the handler runs" {
-	mq-topic group t g --lease 2s >/dev/null
+	mq-topic group t g --lease 3s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 5'
+	hold_handler
+	bg recv.out mq-recv -g g t -- ./hold
 	pid=$BG
-	wait_for 10 test -e started
-	t0=$(now_ms)
-	sleep 3	# past the 2s lease
+	wait_for 30 test -e started
+	# the lease (3s; mq-recv renews it every 1s) was taken before the
+	# handler started: look when it would have run out, and again when
+	# two would have
+	sleep 4
 	run -1 mq-recv -g g t
-	sleep 1
+	sleep 2
 	run -1 mq-recv -g g t
-	[ $(($(now_ms) - t0)) -lt 5000 ]	# the handler still runs
-	[ "$(sql 'SELECT state FROM delivery')" = 1 ]
-	finish "$pid" 15
-	[ "$ST" = 0 ]
-	[ "$(rows)" = 0 ]
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" = 0 ]
-	[ "$(delivered)" = 1 ]
+	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "1|1"
+	kill -0 "$pid" || fail "mq-recv ended before its handler was let go"
+	touch go
+	finish "$pid" 30
+	assert_equal "$ST" 0
+	assert_equal "$(rows)" 0
+	assert_equal "$(sql 'SELECT settled FROM grp')" 1
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" 0
+	assert_equal "$(delivered)" 1
 }
 
 @test "exec mode: SIGTERM lets the running handler finish and settle, exit 0" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m1 m2
-	bg recv.out mq-recv -g g -f t -- sh -c 'echo $$ >>pgids; touch started; sleep 2; echo done >>out'
+	hold_handler
+	bg recv.out mq-recv -g g -f t -- ./hold
 	pid=$BG
-	wait_for 10 test -e started
+	wait_for 30 test -e started
 	kill -TERM "$pid"
-	finish "$pid" 15
-	[ "$ST" = 0 ]
-	[ "$(cat out)" = done ]
+	# it waits for the handler
+	sleep 1
+	kill -0 "$pid" || fail "mq-recv exited before its handler finished"
+	[ ! -e out ] || fail "the handler finished before it was let go"
+	touch go
+	finish "$pid" 30
+	assert_equal "$ST" 0
+	assert_equal "$(cat out)" finished
 	# m1 acked; m2 never taken (it stopped receiving)
 	[ "$(rows)" = 0 ]
 	[ "$(sql 'SELECT settled, pos FROM grp')" = "1|2" ]
@@ -386,18 +453,19 @@ delivered() {
 @test "exec mode: a second signal stops the handler, releases its message and exits 130" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 30; echo done >>out'
+	hold_handler	# it would run for 60s
+	bg recv.out mq-recv -g g t -- ./hold
 	pid=$BG
-	wait_for 10 test -e started
+	wait_for 30 test -e started
 	hpgid=$(cat pgids)
 	# two different signals, so the second cannot merge with the first
 	kill -TERM "$pid"
 	kill -INT "$pid"
-	finish "$pid" 15
-	[ "$ST" = 130 ]
+	finish "$pid" 30
+	assert_equal "$ST" 130
 	# the handler was told to stop
-	wait_for 10 gone "-$hpgid"
-	[ ! -e out ]
+	wait_for 30 gone "-$hpgid"
+	[ ! -e out ] || fail "the handler finished"
 	# and the message is deliverable again at once, well before the lease
 	[ "$(sql 'SELECT state, attempt FROM delivery')" = "0|1" ]
 	run -0 mq-recv -g g --format '%a %b' t
@@ -410,19 +478,21 @@ delivered() {
 	mq-send -q t m
 	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
 	pid=$BG
-	wait_for 10 test -e started
-	[ "$(sql 'SELECT state, attempt FROM delivery')" = "1|1" ]
+	wait_for 30 test -e started
+	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "1|1"
 	kill -9 "$pid"
-	finish "$pid" 10
-	[ "$ST" = 137 ]
+	finish "$pid" 30
+	assert_equal "$ST" 137
+	# SPEC: its running handlers die with it.  mq-recv does not see to
+	# that (the handler runs on in its own process group), so the test
+	# ends it here.
 	kill -9 -- "-$(cat pgids)"
-	t0=$(now_ms)
-	run -0 mq-recv -g g -w 10s --format '%a %b' t
-	elapsed=$(($(now_ms) - t0))
+	# at once: the very next look gets it, without waiting at all
+	# (leased for 60s)
+	run -0 mq-recv -g g --format '%a %b' t
 	assert_output '2 m'
-	[ "$elapsed" -lt 5000 ]
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'released'")" = 1 ]
-	[ "$(sql 'SELECT count(*) FROM consumer')" = 0 ]
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'released'")" 1
+	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
 }
 
 @test "reaping a dead consumer does not release a live consumer that took its id meanwhile" {
@@ -441,10 +511,10 @@ delivered() {
 	mq-send -q t m1 m2
 	# consumer A takes m1 and is killed
 	bg a.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
-	wait_for 10 test -e started
+	wait_for 30 test -e started
 	aid=$(sql 'SELECT id FROM consumer')
 	kill -9 "$BG"
-	finish "$BG" 10
+	finish "$BG" 30
 	kill -9 -- "-$(cat pgids)"
 	# the process of consumer C
 	sleep 100 3>&- &
@@ -457,12 +527,12 @@ delivered() {
 	echo "$!" >>pids
 	exec 4>lock
 	echo "BEGIN IMMEDIATE; SELECT 'locked';" >&4
-	wait_for 10 grep -q locked lock.out
+	wait_for 30 grep -q locked lock.out
 	# B looks for dead consumers: it sees A dead and waits for the lock
 	bg b.out mq-recv -g g --format '%o %a\n' t
 	bpid=$BG
 	in_busy_wait() { grep -q nanosleep "/proc/$bpid/wchan"; }
-	wait_for 10 in_busy_wait
+	wait_for 30 in_busy_wait
 	# meanwhile: A is reaped, C joins with A's id and takes m1
 	now=$(now_ms)
 	cat >&4 <<-SQL
@@ -478,7 +548,7 @@ delivered() {
 		COMMIT;
 	SQL
 	exec 4>&-
-	finish "$bpid" 15
+	finish "$bpid" 30
 	[ "$ST" = 0 ]
 	# C is alive: its row and its lease stay; B gets m2
 	[ "$(sql 'SELECT pid FROM consumer')" = "$cpid" ]
@@ -490,12 +560,12 @@ delivered() {
 	mq-send -q t m
 	bg recv.out mq-recv -g g -f t -- sh -c 'exit 0'
 	pid=$BG
-	wait_for 10 sql_is 'SELECT count(*) FROM consumer' 1
+	wait_for 30 sql_is 'SELECT count(*) FROM consumer' 1
 	[ "$(sql 'SELECT host, pid FROM consumer')" = "$(hostname)|$pid" ]
 	[ "$(sql 'SELECT g.name FROM consumer c JOIN grp g ON g.id = c.grp')" = g ]
-	wait_for 10 sql_is 'SELECT count(*) FROM delivery' 0
+	wait_for 30 sql_is 'SELECT count(*) FROM delivery' 0
 	kill -TERM "$pid"
-	finish "$pid" 10
+	finish "$pid" 30
 	[ "$ST" = 0 ]
 	[ "$(sql 'SELECT count(*) FROM consumer')" = 0 ]
 	# the same after a bounded run

@@ -10,13 +10,16 @@
 # acked (at most DRAIN seconds).  A killed consumer's handlers run on
 # (their own process group) and finish in milliseconds; its leases are
 # reclaimed at once by the others, so the lease hardly matters.
+#
+# The moments and victims come from $RANDOM, seeded by seed_random: the
+# seed is printed; MQ_TEST_SEED=N replays its choices (not the timing).
 
 load test_helper
 
 N=5000
 SLICES=10
 CHAOS=15
-DRAIN=75
+DRAIN=300
 CONSUMERS=4
 
 teardown() {
@@ -25,6 +28,7 @@ teardown() {
 
 # start_consumer I: (re)start consumer I in the background.
 start_consumer() {
+	# shellcheck disable=SC2016 # for the handler's shell to expand
 	mq-recv -g g -f -j 2 t -- sh -c 'read -r b; echo "$b" >>handled' \
 	    >>"cons.$1.out" 2>&1 3>&- &
 	pid[$1]=$!
@@ -35,18 +39,19 @@ start_consumer() {
 # that signal (it exited by itself) is recorded.
 kill_consumer() {
 	local st=0
-	kill -9 "${pid[$1]}" 2>/dev/null || true
-	wait "${pid[$1]}" 2>/dev/null || st=$?
+	# stderr closed: no "Killed" notice from bash
+	{ kill -9 "${pid[$1]}"; wait "${pid[$1]}"; } 2>/dev/null || st=$?
 	[ "$st" = 137 ] || echo "consumer $1 (pid ${pid[$1]}) ended with $st" >>unexpected
 }
 
 # send_slice FROM TO: one mq-send of those numbers; busy (75) means
 # nothing was stored, so it is tried again.
 send_slice() {
-	local try st
+	local try st nums
+	mapfile -t nums < <(seq "$1" "$2")
 	for try in 1 2 3 4 5; do
 		st=0
-		mq-send -q t $(seq "$1" "$2") 2>>send.err || st=$?
+		mq-send -q t "${nums[@]}" 2>>send.err || st=$?
 		[ "$st" = 0 ] && return 0
 		[ "$st" = 75 ] || break
 		echo "mq-send $1-$2: busy, try $try" >>busy
@@ -61,9 +66,11 @@ all_settled() {
 }
 
 @test "kill -9 of consumers at random moments: every message handled at least once, none invented" {
+	seed_random
 	mq-topic group t g --lease 2s >/dev/null
 	: >handled
 	: >unexpected
+	: >send.err
 	for i in $(seq 0 $((CONSUMERS - 1))); do
 		start_consumer "$i"
 	done
@@ -87,19 +94,21 @@ all_settled() {
 		sent=$((sent + slice))
 	done
 	handled_in_chaos=$(wc -l <handled)
+	released_in_chaos=$(sql "SELECT count(*) FROM history
+	    WHERE event IN ('released', 'expired')")
 
 	# drain: nobody is killed any more
 	if ! wait_for "$DRAIN" all_settled; then
 		echo "not settled after ${DRAIN}s of draining:" >&2
 		sql "SELECT 'pos', pos, 'next', (SELECT next_off FROM topic) FROM grp;
-		    SELECT 'delivery', off, state, attempt, due - $(date +%s%3N),
+		    SELECT 'delivery', off, state, attempt, due - $(now_ms),
 		        consumer FROM delivery;
-		    SELECT 'consumer', id, pid, seen - $(date +%s%3N) FROM consumer" >&2
+		    SELECT 'consumer', id, pid, seen - $(now_ms) FROM consumer" >&2
 		pids=$(IFS=,; echo "${pid[*]}")
 		ps -o pid,ppid,pgid,stat,wchan:24,etime,args -p "$pids" \
 		    --ppid "$pids" >&2 || true
 		cat unexpected cons.*.out >&2
-		false
+		fail "not settled after ${DRAIN}s of draining (seed $SEED)"
 	fi
 	for i in $(seq 0 $((CONSUMERS - 1))); do
 		kill -0 "${pid[$i]}" ||
@@ -107,40 +116,54 @@ all_settled() {
 		kill -TERM "${pid[$i]}" 2>/dev/null || true
 	done
 	for i in $(seq 0 $((CONSUMERS - 1))); do
-		st=0
-		wait_for 20 gone "${pid[$i]}"
-		wait "${pid[$i]}" || st=$?
-		[ "$st" = 0 ] || echo "consumer $i ended with $st on SIGTERM" >>unexpected
+		if ! finish "${pid[$i]}" 30; then
+			echo "consumer $i (pid ${pid[$i]}) still running 30s after SIGTERM" >>unexpected
+		elif [ "$ST" != 0 ]; then
+			echo "consumer $i ended with $ST on SIGTERM" >>unexpected
+		fi
 	done
 
 	dups=$(sort handled | uniq -d | wc -l)
-	echo "# $kills kills, $handled_in_chaos lines handled while killing," \
-	    "$(wc -l <handled) in all, duplicates: $dups" >&3
-	[ -e busy ] && echo "# busy retries: $(wc -l <busy)" >&3
+	echo "# $kills kills, $handled_in_chaos lines handled and" \
+	    "$released_in_chaos deliveries released or expired while killing," \
+	    "$(wc -l <handled) lines in all, duplicates: $dups" >&3
+	if [ -e busy ]; then
+		echo "# busy retries: $(wc -l <busy)" >&3
+	fi
 
 	# nothing went wrong along the way
-	if [ -s unexpected ]; then cat unexpected >&2; false; fi
+	[ ! -s unexpected ] || fail "$(cat unexpected) (seed $SEED)"
+	# the chaos happened: consumers were killed (each kill found its
+	# consumer running, else unexpected) while they held messages
+	[ "$kills" -gt 0 ] || fail "no consumer was killed (seed $SEED)"
+	[ "$handled_in_chaos" -gt 0 ] ||
+	    fail "nothing was handled while consumers were killed (seed $SEED)"
+	[ "$released_in_chaos" -gt 0 ] ||
+	    fail "no kill took a message from a consumer (seed $SEED)"
 	# no message from a program but the benign one of a consumer that
 	# settled after its lease was lost
-	cat cons.*.out send.err | grep -v 'lease was lost' >errors || true
-	if [ -s errors ]; then cat errors >&2; false; fi
+	run grep -hv 'lease was lost' cons.*.out send.err
+	[ "$status" = 1 ] || fail "messages (grep exit $status): $output (seed $SEED)"
 	# the producer stored each message once
-	[ "$(sql 'SELECT count(*), min(off), max(off) FROM msg')" = "$N|1|$N" ]
+	assert_equal "$(sql 'SELECT count(*), min(off), max(off) FROM msg')" "$N|1|$N"
 	# every message handled at least once, nothing else handled
 	sort -u handled >handled.set
 	seq "$N" | sort >sent.set
-	missing=$(comm -13 handled.set sent.set | wc -l)
-	invented=$(comm -23 handled.set sent.set | wc -l)
-	[ "$missing" = 0 ] || { echo "$missing messages never handled" >&2; false; }
-	[ "$invented" = 0 ] || { echo "$invented lines that were never sent" >&2; false; }
-	[ "$(wc -l <handled)" -ge "$N" ]
+	comm -13 handled.set sent.set >missing
+	comm -23 handled.set sent.set >invented
+	[ ! -s missing ] || fail "$(wc -l <missing) messages never handled," \
+	    "such as $(head -3 missing | xargs) (seed $SEED)"
+	[ ! -s invented ] || fail "$(wc -l <invented) lines that were never" \
+	    "sent, such as $(head -3 invented | xargs) (seed $SEED)"
+	[ "$(wc -l <handled)" -ge "$N" ] || fail "fewer lines than messages (seed $SEED)"
 	# the group settled each message exactly once; no dead letters
-	[ "$(sql 'SELECT settled FROM grp')" = "$N" ]
-	[ "$(sql 'SELECT count(*) FROM delivery')" = 0 ]
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'acked'")" = "$N" ]
-	[ "$(sql "SELECT count(DISTINCT off) FROM history WHERE event = 'delivered'")" = "$N" ]
-	[ "$(sql 'PRAGMA integrity_check')" = ok ]
+	assert_equal "$(sql 'SELECT settled FROM grp')" "$N"
+	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'acked'")" "$N"
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'dead'")" 0
+	assert_equal "$(sql "SELECT count(DISTINCT off) FROM history WHERE event = 'delivered'")" "$N"
+	assert_equal "$(sql 'PRAGMA integrity_check')" ok
 	# one more look releases nothing and leaves no consumer behind
 	run -1 mq-recv -g g t
-	[ "$(sql 'SELECT count(*) FROM consumer')" = 0 ]
+	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
 }

@@ -5,41 +5,97 @@
 
 load test_helper
 
+# The consumers (bg: pids) and the producers (each a process group of its
+# own, so that its mq-send goes with it: pgids) are killed in teardown if
+# still there.
 teardown() {
-	pkill -KILL -f "mq-recv -g many -f" 2>/dev/null || true
+	kill_bg
 }
 
 @test "20 producers and 20 exec-mode consumers: every message once, no busy failure" {
 	mq-topic group t many --lease 10s >/dev/null
+	# a consumer's handler notes the body and its mq-recv (its parent)
+	cons=()
 	for i in $(seq 20); do
-		( mq-recv -g many -f t -- sh -c 'read -r b; echo "$b" >> handled' \
-		    2>>errs; echo "$?" >> recv.rc ) >/dev/null 3>&- &
+		# shellcheck disable=SC2016 # for the handler's shell to expand
+		bg "recv.$i.out" mq-recv -g many -f t -- \
+		    sh -c 'read -r b; echo "$b $PPID" >>handled'
+		cons+=("$BG")
 	done
+	# all twenty are there before anything is sent
+	wait_for 60 sql_is 'SELECT count(*) FROM consumer' 20
+
+	# a producer sends its 20 messages with one mq-send each; a failed
+	# send is noted and makes it exit 1
+	cat >producer <<-'EOF'
+		#!/bin/sh
+		rc=0
+		for j in $(seq 20); do
+			mq-send -q t "p$1-$j" 2>>"send.$1.err" ||
+			    { echo "p$1-$j: mq-send exited $?" >>send.rc; rc=1; }
+		done
+		exit $rc
+	EOF
+	chmod +x producer
+	prods=()
 	for i in $(seq 20); do
-		( for j in $(seq 20); do
-			mq-send -q t "p$i-$j" 2>>errs || echo "send $?" >> send.rc
-		  done; echo done >> producers ) >/dev/null 3>&- &
+		setsid -w ./producer "$i" >/dev/null 3>&- &
+		prods+=("$!")
+		echo "$!" >>pgids
 	done
-	lines() { [ "$(cat "$1" 2>/dev/null | sort -u | wc -l)" -ge "$2" ]; }
-	lagless() { [ "$(mq-lag --json t many | jq .lag)" -eq 0 ]; }
-	wait_for 120 test -e producers
-	wait_for 120 bash -c '[ "$(wc -l < producers)" -eq 20 ]'
-	wait_for 120 lines handled 400
-	wait_for 30 lagless
-	pkill -TERM -f "mq-recv -g many -f"
-	wait_for 30 bash -c '[ "$(wc -l < recv.rc)" -eq 20 ]' 
-	[ ! -e send.rc ] || fail "producers failed: $(sort send.rc | uniq -c)"
-	run -0 sort -u recv.rc
-	assert_output 0
-	[ ! -s errs ] || fail "errors: $(head -3 errs)"
-	# offsets dense and unique, all 400 bodies there
-	run -0 sql 'SELECT min(off), max(off), count(DISTINCT off) FROM msg'
-	assert_output '1|400|400'
-	run -0 bash -c 'for i in $(seq 20); do for j in $(seq 20); do echo "p$i-$j"; done; done | sort | comm -3 - <(sort -u handled)'
+	for p in "${prods[@]}"; do
+		finish "$p" 120
+		[ "$ST" = 0 ] || fail "a producer failed: $(cat send.rc send.*.err)"
+	done
+
+	# every body handled, nothing left
+	bodies() {
+		[ "$(cut -d' ' -f1 handled 2>/dev/null | sort -u | wc -l)" -ge "$1" ]
+	}
+	lagless() {
+		[ "$(mq-lag --json t many | jq .lag)" = 0 ]
+	}
+	wait_for 120 bodies 400
+	wait_for 60 lagless
+
+	# the consumers all ran to the end, and stop cleanly on SIGTERM
+	for p in "${cons[@]}"; do
+		kill -0 "$p" || fail "consumer $p ended early: $(cat recv.*.out)"
+		kill -TERM "$p"
+	done
+	for p in "${cons[@]}"; do
+		finish "$p" 60
+		[ "$ST" = 0 ] || fail "consumer $p exited $ST: $(cat recv.*.out)"
+	done
+	[ ! -e send.rc ] || fail "producers failed: $(cat send.rc)"
+	# no program said anything: no busy, no "database is locked"
+	run -0 cat recv.*.out send.*.err
 	assert_output ''
+
+	# offsets dense and unique, all 400 bodies there
+	run -0 sql 'SELECT min(off), max(off), count(DISTINCT off), count(*) FROM msg'
+	assert_output '1|400|400|400'
+	for i in $(seq 20); do
+		for j in $(seq 20); do
+			echo "p$i-$j"
+		done
+	done | sort >sent
+	cut -d' ' -f1 handled | sort -u >got
+	run -0 comm -3 sent got
+	assert_output ''
+	# every one settled once; the consumers competed for them
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
-	echo "# duplicates: $(sort handled | uniq -d | wc -l)" >&3
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 400
+	run -0 sql "SELECT count(*) FROM history WHERE event = 'acked'"
+	assert_output 400
+	run -0 sql 'SELECT count(*) FROM consumer'
+	assert_output 0
+	consumers=$(cut -d' ' -f2 handled | sort -u | wc -l)
+	echo "# handled by $consumers consumers; duplicates:" \
+	    "$(cut -d' ' -f1 handled | sort | uniq -d | wc -l)" >&3
+	[ "$consumers" -ge 2 ] || fail "only $consumers consumer handled messages"
 	run -0 sql 'PRAGMA integrity_check'
 	assert_output ok
 }

@@ -6,7 +6,10 @@
 #
 # Receipts go to mq-ack as arguments, and bulk sends go through xargs, so
 # these tests do not lean on the stdin readers of mq-ack and mq-send.
+# Every wait is bounded; every background process has its pid kept, so
+# teardown kills it by that pid.
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by run --separate-stderr
 load test_helper
 bats_require_minimum_version 1.5.0
 
@@ -33,8 +36,12 @@ state() {
 	    SELECT topic, off, ts, key, hex(body) FROM msg ORDER BY topic, off'
 }
 
+# one_error PROG: the last run printed exactly one line on stderr, from PROG.
 one_error() {
-	[ "${#stderr_lines[@]}" -eq 1 ] && [[ ${stderr_lines[0]} == "$1: "* ]]
+	[ "${#stderr_lines[@]}" -eq 1 ] ||
+	    fail "want one line on stderr, got ${#stderr_lines[@]}: $stderr"
+	[[ ${stderr_lines[0]} == "$1: "* ]] ||
+	    fail "want a line from $1 on stderr, got: $stderr"
 }
 
 send10() {
@@ -65,12 +72,13 @@ send10() {
 	assert_output 12
 	run -0 mq-recv -g a -n 0 --format '%r %o %b\n' t
 	[ "$(cut -d' ' -f2- <<<"$output")" = "$(printf '11 m11\n12 m12')" ]
-	ra=$(cut -d' ' -f1 <<<"$output")
+	mapfile -t ra < <(cut -d' ' -f1 <<<"$output")
+	[ "${#ra[@]}" = 2 ]
 	recv_ack b
 	run -0 mq-purge t
 	assert_output ''
 	[ "$(stored)" = "11 12" ]	# a's leases hold them
-	mq-ack $ra
+	mq-ack "${ra[@]}"
 	# everything settled: all goes, and the next offset is still new
 	run -0 mq-purge t
 	[[ $output == "t: deleted 2 messages"* ]]
@@ -132,6 +140,8 @@ send10() {
 	[ -z "$output" ]
 	[ "$(state)" = "$before" ]
 	run --separate-stderr -1 mq-purge --before-offset 8 --dry-run t
+	one_error mq-purge
+	[[ $stderr == *"4 messages"* && $stderr == *--force* ]]
 	[ "$(state)" = "$before" ]
 
 	run -0 mq-purge --before-offset 8 --force t
@@ -140,6 +150,7 @@ send10() {
 	# the in-flight delivery went with its message
 	[ "$(count delivery)" = 0 ]
 	run --separate-stderr -1 mq-ack "$r4"
+	[[ $stderr == *"$r4"* ]]
 	run -0 mq-recv -g g -n 0 --format '%o ' t
 	assert_output '8 9 10 '
 }
@@ -147,13 +158,16 @@ send10() {
 @test "--older-than: unsettled messages need --force; then the group goes on from the oldest left" {
 	mq-send -q t a b c
 	recv_ack g 1
-	tc=$(sql 'SELECT ts FROM msg WHERE off = 3')
-	sleep 1.5
 	mq-send -q t d e
-	# "older than just after c" (a duration computed now, so a slow
-	# machine cannot take d and e): a b c
-	cut() { echo "$(( $(date +%s%3N) - tc - 1 ))ms"; }
-	run --separate-stderr -1 mq-purge --older-than "$(cut)" t
+	# a b c ten minutes back (times still never decrease along offsets),
+	# so that no slow start of mq-purge can carry "now" across the gap
+	# between c and d
+	sql 'UPDATE msg SET ts = ts - 600000, due = due - 600000 WHERE off <= 3'
+	tc=$(sql 'SELECT ts FROM msg WHERE off = 3')
+	# "older than just after c", a duration computed just before each
+	# purge: a b c
+	cutoff() { echo "$(( $(now_ms) - tc - 1 ))ms"; }
+	run --separate-stderr -1 mq-purge --older-than "$(cutoff)" t
 	one_error mq-purge
 	[[ $stderr == *"2 messages"* && $stderr == *--force* ]]
 	[ "$(stored)" = "1 2 3 4 5" ]
@@ -161,7 +175,7 @@ send10() {
 	run -0 mq-purge --older-than 1h t
 	assert_output ''
 	[ "$(state)" = "$before" ]
-	run -0 mq-purge --older-than "$(cut)" --force t
+	run -0 mq-purge --older-than "$(cutoff)" --force t
 	[[ $output == "t: deleted 3 messages"* ]]
 	[ "$(stored)" = "4 5" ]
 	run -0 mq-recv -g g -n 0 --format '%o %b\n' t
@@ -193,14 +207,16 @@ send10() {
 	run -0 mq-recv -g h -n 1 t -- sh -c 'exit 65'
 	recv_ack h
 	[ "$(sql 'SELECT count(*) FROM delivery WHERE state = 2')" = 3 ]
-	# without --dead the dead letters keep their messages
+	# without --dead the dead letters keep their messages (3, settled
+	# by both, goes)
 	run -0 mq-purge t
-	[[ $(stored) == "1 2"* ]]
+	[[ $output == "t: deleted 1 messages"* ]]
+	[ "$(stored)" = "1 2" ]
 
 	run -0 mq-purge --dead -g h t
 	[[ $output == *"1 dead letters"* ]]
 	[ "$(sql "SELECT g.name || d.off FROM delivery d JOIN grp g ON g.id = d.grp ORDER BY 1" | xargs)" = "g1 g2" ]
-	[[ $(stored) == "1 2"* ]]	# g still has them
+	[ "$(stored)" = "1 2" ]	# g still has them
 
 	before=$(state)
 	run -0 mq-purge --dead --dry-run t
@@ -229,18 +245,22 @@ send10() {
 	# WAL is not simply removed when mq-purge closes
 	mkfifo holder.in
 	sqlite3 "$MQ_DB" <holder.in >holder.out 2>&1 3>&- &
-	echo $! >>"$BATS_TEST_TMPDIR/pids"
+	holder=$!
+	echo "$holder" >>"$BATS_TEST_TMPDIR/pids"
 	exec 5>holder.in
 	echo 'SELECT count(*) FROM topic;' >&5
-	wait_for 10 test -s holder.out
+	wait_for 30 test -s holder.out
+	[ "$(cat holder.out)" = 1 ]
 
 	mq-recv -g g -n 0 -A t >/dev/null
 	run -0 mq-purge t
 	[[ $output == "t: deleted 20000 messages"* ]]
 	size1=$(stat -c %s "$MQ_DB")
 	wal1=$(stat -c %s "$MQ_DB-wal")
-	[ "$size1" -gt 4000000 ] && [ "$wal1" -gt 0 ]
+	[ "$size1" -gt 4000000 ]
+	[ "$wal1" -gt 0 ]
 
+	kill -0 "$holder"	# the second connection is still open
 	run -0 mq-purge --vacuum t
 	size2=$(stat -c %s "$MQ_DB")
 	echo "# $size1 -> $size2 bytes, WAL $wal1 -> $(stat -c %s "$MQ_DB-wal" 2>/dev/null || echo none)" >&3
@@ -277,12 +297,17 @@ send10() {
 	assert_output 1
 	run -0 mq-send --dedup x t b
 	assert_output 1
-	[ "$(count msg)" = 1 ] && [ "$(count dedup)" = 1 ]
+	[ "$(count msg)" = 1 ]
+	[ "$(count dedup)" = 1 ]
 	sleep 1.2
 	run -0 mq-purge --dry-run t
 	[ "$(count dedup)" = 1 ]
 	run -0 mq-purge t
 	[ "$(count dedup)" = 0 ]
+	# a long window from here on, so the next two sends need not come
+	# within a second of each other; under it an id still stored would
+	# be a duplicate: c is new because the purge removed x
+	mq-topic set t dedup-window=1h
 	run -0 mq-send --dedup x t c
 	assert_output 2
 	# inside the window it is a duplicate again
@@ -296,10 +321,11 @@ send10() {
 	send10
 	recv_ack g
 	before=$(state)
-	for args in "--older-than 1s --before-offset 3 t" "--before-offset 0 t" \
+	for opts in "--older-than 1s --before-offset 3 t" "--before-offset 0 t" \
 	    "--before-offset x t" "--older-than 1x t" "-g g t" "--dead -g g" \
 	    ".bad" "-g .bad --dead t"; do
-		run --separate-stderr -64 mq-purge $args
+		read -ra args <<<"$opts"
+		run --separate-stderr -64 mq-purge "${args[@]}"
 		one_error mq-purge
 		[ -z "$output" ]
 	done
@@ -307,8 +333,10 @@ send10() {
 	# (STYLE: usage() prints the synopsis to stderr and exits 64)
 	run --separate-stderr -64 mq-purge t u
 	[[ $stderr == *usage:* ]]
+	[ -z "$output" ]
 	run --separate-stderr -64 mq-purge --no-such-option t
 	[[ ${stderr_lines[0]} == *no-such-option* ]]
+	[ -z "$output" ]
 	run --separate-stderr -66 mq-purge nosuch
 	one_error mq-purge
 	[[ $stderr == *nosuch* ]]
@@ -317,6 +345,7 @@ send10() {
 	one_error mq-purge
 	[ ! -e "$BATS_TEST_TMPDIR/none.db" ]
 	run --separate-stderr -66 mq-purge --vacuum -d "$BATS_TEST_TMPDIR/none.db" t
+	one_error mq-purge
 	[ ! -e "$BATS_TEST_TMPDIR/none.db" ]
 }
 
@@ -349,11 +378,17 @@ send10() {
 	send10
 	recv_ack a
 	run -0 mq-recv -g b -n 0 --format '%o %r\n' t
-	mq-ack $(awk '$1 != 3 { print $2 }' <<<"$output")
+	mapfile -t receipts < <(awk '$1 != 3 { print $2 }' <<<"$output")
+	[ "${#receipts[@]}" = 9 ]
+	mq-ack "${receipts[@]}"
+	# every message but 3 goes: holes below it and above it
 	run -0 mq-purge t
+	[[ $output == "t: deleted 9 messages"* ]]
+	[ "$(stored)" = 3 ]
 	run -0 mq-topic group t n
 	[[ $output =~ lag\ ([0-9]+), ]]
 	lag=${BASH_REMATCH[1]}
 	run -0 mq-recv -g n -n 0 --format '%o\n' t
 	[ "${#lines[@]}" = "$lag" ]
+	assert_output 3
 }

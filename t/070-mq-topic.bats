@@ -3,6 +3,7 @@
 # show, set, delete, group, group-delete; bad settings change nothing;
 # commands that only read or change a database never create one.
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by run --separate-stderr
 load test_helper
 bats_require_minimum_version 1.5.0
 
@@ -14,8 +15,19 @@ state() {
 	    SELECT topic, off, hex(body) FROM msg ORDER BY topic, off'
 }
 
+# one_error PROG: the last run printed exactly one line on stderr, from PROG.
 one_error() {
-	[ "${#stderr_lines[@]}" -eq 1 ] && [[ ${stderr_lines[0]} == "$1: "* ]]
+	[ "${#stderr_lines[@]}" -eq 1 ] ||
+	    fail "want one line on stderr, got ${#stderr_lines[@]}: $stderr"
+	[[ ${stderr_lines[0]} == "$1: "* ]] ||
+	    fail "want a line from $1 on stderr, got: $stderr"
+}
+
+# usage_error: the last run printed nothing on stdout and the synopsis on
+# stderr.
+usage_error() {
+	[ -z "$output" ] || fail "want nothing on stdout, got: $output"
+	[[ $stderr == *usage:* ]] || fail "want the usage on stderr, got: $stderr"
 }
 
 # show_line TOPIC KEY: the value of KEY in mq-topic show TOPIC.
@@ -37,6 +49,7 @@ show_line() {
 	# a topic made by a send exists too
 	mq-send -q u m
 	run --separate-stderr -1 mq-topic create u
+	one_error mq-topic
 	[[ $stderr == *exists* ]]
 	[ "$(sql 'SELECT count(*) FROM msg')" = 1 ]
 }
@@ -52,6 +65,7 @@ show_line() {
 	assert_output t
 	# nor a database
 	run --separate-stderr -64 mq-topic -d "$BATS_TEST_TMPDIR/new.db" create t colour=red
+	one_error mq-topic
 	[ ! -e "$BATS_TEST_TMPDIR/new.db" ]
 	# bad names
 	for name in .t -t 'a b' 'a:b' "$(printf 'x%.0s' {1..129})"; do
@@ -60,6 +74,8 @@ show_line() {
 		[[ $stderr == *"invalid topic name"* ]]
 	done
 	run -0 mq-topic create "$(printf 'x%.0s' {1..128})"
+	run -0 mq-topic list
+	assert_output "$(printf 't\n%s' "$(printf 'x%.0s' {1..128})")"
 }
 
 @test "list prints every topic, one a line, by name" {
@@ -69,6 +85,7 @@ show_line() {
 	run -0 mq-topic list
 	assert_output "$(printf 'alpha\nmid\nzeta')"
 	run --separate-stderr -64 mq-topic list extra
+	usage_error
 }
 
 @test "show prints the settings, counters and groups" {
@@ -109,7 +126,9 @@ show_line() {
 	# mq-send keeps to max-size
 	run -0 mq-topic set t max-size=10
 	run -0 mq-send t 0123456789
+	assert_output 1
 	run --separate-stderr -65 mq-send t 0123456789a
+	one_error mq-send
 	[ "$(sql 'SELECT count(*) FROM msg')" = 1 ]
 }
 
@@ -127,6 +146,7 @@ show_line() {
 		[ "$(state)" = "$before" ]
 	done
 	run --separate-stderr -64 mq-topic set t
+	usage_error
 	[ "$(state)" = "$before" ]
 	run --separate-stderr -66 mq-topic set nosuch retention=1h
 	one_error mq-topic
@@ -142,7 +162,7 @@ show_line() {
 	before=$(state)
 	run --separate-stderr -1 mq-topic delete t
 	one_error mq-topic
-	[[ $stderr == *h* && $stderr == *3* && $stderr == *--force* ]]
+	[[ $stderr == *"group h"* && $stderr == *"3 unsettled"* && $stderr == *--force* ]]
 	[ "$(state)" = "$before" ]
 	# a dead letter counts as unsettled too
 	mq-recv -g h -n 0 t -- sh -c 'exit 65'
@@ -184,7 +204,9 @@ show_line() {
 	run -0 mq-topic group t g --lease 45s --max-attempts 5 --backoff '1s 5s 1m' --ordered
 	[[ $output == "group g: position 1,"*"lease 45s, max-attempts 5, ordered, backoff 1s 5s 1m" ]]
 	[ "$(sql 'SELECT lease, max_attempts, backoff, ordered FROM grp')" = '45000|5|1s 5s 1m|1' ]
-	[[ $(mq-topic show t) == *"group g: "*"lease 45s, max-attempts 5, ordered, backoff 1s 5s 1m"* ]]
+	run -0 mq-topic show t
+	assert_output --partial "group g: "
+	[[ $output == *"group g: "*"lease 45s, max-attempts 5, ordered, backoff 1s 5s 1m"* ]]
 	# one option leaves the others alone
 	run -0 mq-topic group t g --unordered
 	[ "$(sql 'SELECT lease, max_attempts, backoff, ordered FROM grp')" = '45000|5|1s 5s 1m|0' ]
@@ -195,7 +217,9 @@ show_line() {
 	t0=$(date +%s%3N)
 	mq-recv -g g t >/dev/null
 	due=$(sql 'SELECT due FROM delivery')
-	[ "$due" -ge $((t0 + 120000)) ] && [ "$due" -le $(($(date +%s%3N) + 120000)) ]
+	t1=$(date +%s%3N)
+	[ "$due" -ge $((t0 + 120000)) ]
+	[ "$due" -le $((t1 + 120000)) ]
 }
 
 @test "group with a bad option is 64 and changes nothing" {
@@ -208,9 +232,12 @@ show_line() {
 		[ "$(state)" = "$before" ]
 	done
 	run --separate-stderr -64 mq-topic group t
+	usage_error
 	run --separate-stderr -64 mq-topic group t .g
 	one_error mq-topic
 	run --separate-stderr -64 mq-topic group t g --bogus
+	usage_error
+	[[ ${stderr_lines[0]} == *--bogus* ]]
 	[ "$(state)" = "$before" ]
 }
 
@@ -231,7 +258,7 @@ show_line() {
 	before=$(state)
 	run --separate-stderr -1 mq-topic group-delete t h
 	one_error mq-topic
-	[[ $stderr == *h* && $stderr == *3* && $stderr == *--force* ]]
+	[[ $stderr == *"group h"* && $stderr == *"3 unsettled"* && $stderr == *--force* ]]
 	[ "$(state)" = "$before" ]
 
 	run -0 mq-topic group-delete --force t h
@@ -239,7 +266,9 @@ show_line() {
 	[ "$(sql 'SELECT count(*) FROM delivery')" = 0 ]
 	[ "$(sql 'SELECT count(*) FROM history WHERE grp NOT IN (SELECT id FROM grp)')" = 0 ]
 	[ "$(sql 'SELECT count(*) FROM msg')" = 3 ]
-	[[ $(mq-topic show t) != *"group h"* ]]
+	run -0 mq-topic show t
+	assert_output --partial 'group g: '
+	refute_output --partial 'group h'
 	run --separate-stderr -66 mq-topic group-delete t h
 	one_error mq-topic
 	# a settled group goes without --force
@@ -256,7 +285,8 @@ show_line() {
 	for db in "$MQ_DB" "$BATS_TEST_TMPDIR/sub/dir/mq.db"; do
 		for cmd in list "show t" "set t retention=1h" "delete t" \
 		    "delete --force t" "group-delete t g" "group-delete --force t g"; do
-			run --separate-stderr -66 mq-topic -d "$db" $cmd
+			read -ra args <<<"$cmd"
+			run --separate-stderr -66 mq-topic -d "$db" "${args[@]}"
 			one_error mq-topic
 			[[ $stderr == *"$db"* ]]
 			[ ! -e "$db" ]
@@ -265,6 +295,7 @@ show_line() {
 	[ ! -e "$BATS_TEST_TMPDIR/sub" ]
 	# with MQ_DB as well as -d
 	run --separate-stderr -66 mq-topic list
+	one_error mq-topic
 	[ ! -e "$MQ_DB" ]
 	# create does make it
 	run -0 mq-topic create t
@@ -275,7 +306,7 @@ show_line() {
 	run -0 mq-topic -h
 	[[ $output == *usage:* ]]
 	run --separate-stderr -64 mq-topic
-	[[ $stderr == *usage:* ]]
+	usage_error
 	run --separate-stderr -64 mq-topic frobnicate t
 	one_error mq-topic
 	[[ $stderr == *frobnicate* ]]
@@ -285,10 +316,14 @@ show_line() {
 	mq-topic group t g >/dev/null
 	mq-send -q --delay 1h t later
 	run -1 --separate-stderr mq-topic group-delete t g
+	one_error mq-topic
 	[[ $stderr == *"1 unsettled"* ]]
-	run -1 mq-topic delete t
+	run -1 --separate-stderr mq-topic delete t
+	one_error mq-topic
+	[[ $stderr == *"1 unsettled"* ]]
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 1
+	[ "$(sql 'SELECT count(*) FROM grp')" = 1 ]
 	run -0 mq-topic delete --force t
 	run -0 sql 'SELECT count(*) FROM msg'
 	assert_output 0

@@ -7,7 +7,10 @@
 # on a terminal, and --watch driven through tmux.
 #
 # Every wait is a bounded poll; bounds are generous for a slow, shared
-# machine.
+# machine.  A JSON check goes through jtrue, never a bare jq -e (which
+# passes on empty input).
+
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by bats' run --separate-stderr
 
 load test_helper
 
@@ -19,16 +22,18 @@ teardown() {
 
 	kill_bg
 	tm kill-server 2>/dev/null || true
-	for p in $(cat "$BATS_TEST_TMPDIR/dirs" 2>/dev/null); do
-		chmod -R u+w -- "$p" 2>/dev/null
-		rm -rf -- "$p"
-	done
+	if [ -e "$BATS_TEST_TMPDIR/dirs" ]; then
+		while IFS= read -r p; do
+			chmod -R u+w -- "$p" 2>/dev/null || true
+			rm -rf -- "$p"
+		done <"$BATS_TEST_TMPDIR/dirs"
+	fi
 }
 
-# tm ARGS...: tmux on a private socket under the test's directory, so no
+# tm ARGS...: tmux on a private socket in the test's directory, so no
 # user's server is touched; bats' fd 3 stays out of the server.
 tm() {
-	TMUX= TMUX_TMPDIR="$BATS_TEST_TMPDIR" tmux -L "mqtest$$" "$@" 3>&-
+	TMUX='' tmux -S "$BATS_TEST_TMPDIR/tmux.sock" "$@" 3>&-
 }
 
 # jf FIELD: FIELD of the JSON line of t/g.
@@ -69,7 +74,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	scenario
 	run -0 --separate-stderr mq-lag --json t g
 	assert_equal "$stderr" ""
-	[ "${#lines[@]}" -eq 1 ]
+	assert_equal "${#lines[@]}" 1
 	echo "$output" >lag.json
 	j() { jq -r ".$1" lag.json; }
 	assert_equal "$(j topic)" t
@@ -90,7 +95,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	ts4=$(sql 'SELECT ts FROM msg WHERE off = 4')
 	assert_equal "$(jq '.oldest_epoch * 1000 | round' lag.json)" "$ts4"
 	[[ $(j oldest_time) =~ $rfc3339 ]]
-	jq -e '.oldest_age_s > 0 and .oldest_age_s < 600' lag.json
+	jtrue '.oldest_age_s > 0 and .oldest_age_s < 600' <lag.json
 
 	run -0 --separate-stderr mq-lag
 	assert_equal "$stderr" ""
@@ -109,7 +114,9 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	# the same with TOPIC and TOPIC GROUP operands
 	run -0 mq-lag t
 	assert_equal "${#lines[@]}" 2
+	assert_line --index 1 --regexp '^t +g +20 +11 +16 +2 +2 +2 +0 +1 '
 	run -0 mq-lag t g
+	assert_equal "${#lines[@]}" 2
 	echo "$output" >lag2.txt
 	assert_equal "$(col lag2.txt LAG)" 16
 }
@@ -129,9 +136,9 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	assert_equal "$(jf in_flight)" 2
 	assert_equal "$(jf lag)" 2
 	mq-ack <receipts
-	mq-lag --json t g >j
+	run -0 mq-lag --json t g
 	# everything due is settled: nothing lags, nothing is old
-	jq -e '.lag == 0 and .in_flight == 0 and .delayed == 1 and .oldest_time == null' j
+	jtrue '.lag == 0 and .in_flight == 0 and .delayed == 1 and .oldest_time == null' <<<"$output"
 	run -0 mq-lag --max-lag 0 --max-age 1ms -q
 	assert_output ""
 	run -0 mq-lag t g
@@ -147,7 +154,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	# crossed: the table and exactly one breach line per group, exit 1
 	run -1 --separate-stderr mq-lag --max-lag 5 t g
 	assert_equal "$stderr" ""
-	[ "$(grep -c ': lag ' <<<"$output")" -eq 1 ]
+	assert_equal "$(grep -c ': lag ' <<<"$output")" 1
 	assert_line 't/g: lag 10 > 5'
 	assert_line --regexp '^TOPIC +GROUP'
 	run -1 --separate-stderr mq-lag -q --max-lag 5
@@ -189,19 +196,28 @@ t/h: lag 10 > 5"
 	assert_output --regexp '^t/g: age [0-9.]+s > 1(\.0)?s$'
 	# a dead letter
 	run -0 mq-lag -q --max-dead 0
-	mq-recv -g g --format '%r\n' t | mq-ack --dead
+	assert_output ""
+	run -0 mq-recv -g g --format '%r' t
+	mq-ack --dead "$output"
 	run -1 --separate-stderr mq-lag -q --max-dead 0
 	assert_output "t/g: dead 1 > 0"
+	assert_equal "$stderr" ""
 	run -0 mq-lag -q --max-dead 1
+	assert_output ""
 	# an expired lease
 	run -0 mq-lag -q --max-expired 0
-	mq-recv -g g --lease 1s t >/dev/null
+	assert_output ""
+	run -0 mq-recv -g g --lease 1s t
 	wait_for 15 lag_is expired 1
 	run -1 mq-lag -q --max-expired 0
 	assert_output "t/g: expired 1 > 0"
-	# all at once: one line each
+	# all at once: one line each (b expired, c not delivered: lag 2)
 	run -1 mq-lag -q --max-expired 0 --max-dead 0 --max-lag 1 --max-age 1s
 	assert_equal "${#lines[@]}" 4
+	assert_line 't/g: lag 2 > 1'
+	assert_line --regexp '^t/g: age [0-9.]+s > 1(\.0)?s$'
+	assert_line 't/g: dead 1 > 0'
+	assert_line 't/g: expired 1 > 0'
 }
 
 @test "bad threshold values exit 64 with one line on stderr" {
@@ -210,15 +226,22 @@ t/h: lag 10 > 5"
 	for v in x -1 1.5 5x '' g= =5 'bad name=5' t/=5 /g=5; do
 		run -64 --separate-stderr mq-lag --max-lag "$v"
 		assert_equal "$output" ""
-		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
-		[[ $stderr == mq-lag:* ]]
+		assert_equal "${#stderr_lines[@]}" 1
+		[[ $stderr == mq-lag:* ]] || fail "--max-lag '$v': $stderr"
 	done
 	for v in xx -1s 1y ''; do
 		run -64 --separate-stderr mq-lag --max-age "$v"
-		[[ $stderr == mq-lag:* ]]
+		assert_equal "$output" ""
+		assert_equal "${#stderr_lines[@]}" 1
+		[[ $stderr == mq-lag:* ]] || fail "--max-age '$v': $stderr"
 	done
-	run -64 mq-lag --max-dead x
-	run -64 mq-lag --max-expired -3
+	for o in "--max-dead x" "--max-expired -3"; do
+		# shellcheck disable=SC2086 # an option and its value
+		run -64 --separate-stderr mq-lag $o
+		assert_equal "$output" ""
+		assert_equal "${#stderr_lines[@]}" 1
+		[[ $stderr == mq-lag:* ]] || fail "$o: $stderr"
+	done
 }
 
 @test "--json: every line parses, numbers are numbers, times are RFC 3339 and epoch" {
@@ -227,32 +250,32 @@ t/h: lag 10 > 5"
 	mq-recv -g g t >/dev/null
 	mq-send -q t2 x		# a topic without a group
 	mq-send -q t3 y
-	mq-recv -A -g done t3 >/dev/null	# a group with nothing unsettled
+	mq-recv -A -g 'done' t3 >/dev/null	# a group with nothing unsettled
 	run -0 --separate-stderr mq-lag --json
 	assert_equal "$stderr" ""
 	assert_equal "${#lines[@]}" 3
 	for line in "${lines[@]}"; do
-		jq -e . <<<"$line" >/dev/null
-		jq -e '(.time | type) == "string" and (.epoch | type) == "number"' <<<"$line"
+		jtrue 'type == "object"' <<<"$line"
+		jtrue '(.time | type) == "string" and (.epoch | type) == "number"' <<<"$line"
 		[[ $(jq -r .time <<<"$line") =~ $rfc3339 ]]
 		# the string and the number say the same time
-		jq -e '(.time | sub("\\.[0-9]+"; "") | fromdateiso8601) == (.epoch | floor)' <<<"$line"
-		jq -e '[.end_offset, .messages, .bytes] | map(type) == ["number", "number", "number"]' <<<"$line"
+		jtrue '(.time | sub("\\.[0-9]+"; "") | fromdateiso8601) == (.epoch | floor)' <<<"$line"
+		jtrue '[.end_offset, .messages, .bytes] | map(type) == ["number", "number", "number"]' <<<"$line"
 	done
 	grp='select(.group != null)'
-	jq -se "map($grp) | length == 2" <<<"$output"
-	jq -se "map($grp | [.position, .lag, .in_flight, .expired, .retrying, .delayed, .dead, .consumers, .settled_total, .oldest_age_s] | map(type) | unique == [\"number\"]) | all" <<<"$output"
-	jq -se 'map(select(.topic == "t2")) | length == 1 and .[0].group == null' <<<"$output"
+	jtrue -s "map($grp) | length == 2" <<<"$output"
+	jtrue -s "map($grp | [.position, .lag, .in_flight, .expired, .retrying, .delayed, .dead, .consumers, .settled_total, .oldest_age_s] | map(type) | unique == [\"number\"]) | all" <<<"$output"
+	jtrue -s 'map(select(.topic == "t2")) | length == 1 and .[0].group == null' <<<"$output"
 	line=$(jq -c 'select(.group == "g")' <<<"$output")
 	[[ $(jq -r .oldest_time <<<"$line") =~ $rfc3339 ]]
-	jq -e '(.oldest_epoch | type) == "number" and (.oldest_time | sub("\\.[0-9]+"; "") | fromdateiso8601) == (.oldest_epoch | floor)' <<<"$line"
-	jq -e '.lag == 3 and .in_flight == 1' <<<"$line"
+	jtrue '(.oldest_epoch | type) == "number" and (.oldest_time | sub("\\.[0-9]+"; "") | fromdateiso8601) == (.oldest_epoch | floor)' <<<"$line"
+	jtrue '.lag == 3 and .in_flight == 1' <<<"$line"
 	line=$(jq -c 'select(.group == "done")' <<<"$output")
-	jq -e '.lag == 0 and .oldest_time == null and .settled_total == 1' <<<"$line"
+	jtrue '.lag == 0 and .oldest_time == null and .settled_total == 1' <<<"$line"
 	# a breach goes to stderr, so the JSON stays parseable
 	run -1 --separate-stderr mq-lag --json --max-lag 1
-	jq -se 'length == 3' <<<"$output"
-	[[ $stderr == *"t/g: lag 3 > 1"* ]]
+	jtrue -s 'length == 3' <<<"$output"
+	assert_equal "$stderr" "t/g: lag 3 > 1"
 }
 
 @test "--prometheus passes promtool check metrics, with HELP, TYPE and labels" {
@@ -270,23 +293,25 @@ t/h: lag 10 > 5"
 	names=$(grep -v '^#' prom | sed 's/[{ ].*//' | sort -u)
 	[ -n "$names" ]
 	for n in $names; do
-		[ "$(grep -c "^# HELP $n " prom)" -eq 1 ]
-		[ "$(grep -Ec "^# TYPE $n (gauge|counter)$" prom)" -eq 1 ]
+		assert_equal "$(grep -c "^# HELP $n " prom)" 1
+		assert_equal "$(grep -Ec "^# TYPE $n (gauge|counter)$" prom)" 1
 	done
 	# labels: topic everywhere, group on group metrics
-	[ "$(grep -v '^#' prom | grep -vc 'topic="')" -eq 0 ]
+	assert_equal "$(grep -v '^#' prom | grep -vc 'topic="')" 0
 	grep -qx 'mq_group_lag{topic="t",group="g"} 3' prom
 	grep -qx 'mq_group_in_flight{topic="t",group="g"} 1' prom
 	grep -qx 'mq_topic_messages{topic="t2"} 1' prom
 	grep -qx 'mq_topic_messages{topic="t"} 3' prom
 	# one sample per topic for topic metrics, one per group for the others
-	[ "$(grep -c '^mq_topic_messages{topic="t"}' prom)" -eq 1 ]
+	assert_equal "$(grep -c '^mq_topic_messages{topic="t"}' prom)" 1
 	grep -qx 'mq_group_lag{topic="t",group="g2"} 3' prom
-	[ "$(grep -c '^mq_group_lag{' prom)" -eq 2 ]
-	# a breach goes to stderr: stdout still passes
+	assert_equal "$(grep -c '^mq_group_lag{' prom)" 2
+	# a breach goes to stderr: stdout still passes, the same samples
 	run -1 --separate-stderr mq-lag --prometheus --max-lag 1
-	[[ $stderr == *"t/g: lag 3 > 1"* ]]
+	assert_equal "$stderr" "t/g: lag 3 > 1
+t/g2: lag 3 > 1"
 	printf '%s\n' "$output" >prom2
+	grep -qx 'mq_group_lag{topic="t",group="g"} 3' prom2
 	run -0 bash -c 'promtool check metrics <prom2'
 	assert_output ""
 }
@@ -302,7 +327,7 @@ t/h: lag 10 > 5"
 	assert_equal "$(awk 'NR > 1 { printf "%s ", $2 }' <<<"$output")" "5 5 2 "
 	run -0 mq-lag --topics --json
 	assert_equal "$(jq -r .topic <<<"$output" | paste -sd ' ')" "bigger many small"
-	jq -se '.[1].groups == 1 and .[1].messages == 5' <<<"$output"
+	jtrue -s '.[1].groups == 1 and .[1].messages == 5' <<<"$output"
 }
 
 @test "--consumers lists an exec-mode consumer while it runs" {
@@ -310,29 +335,43 @@ t/h: lag 10 > 5"
 	mq-topic group t g >/dev/null
 	run -0 mq-lag --consumers
 	assert_equal "${#lines[@]}" 1	# the header only
+	assert_line --index 0 --regexp '^TOPIC +GROUP '
+	run -0 mq-lag --consumers --json
+	assert_output ""
 	# the handler records its process group (it is its own leader)
-	bg out mq-recv -f -g g t -- sh -c 'echo $$ >>"$0"; exec sleep 30' \
+	# shellcheck disable=SC2016 # $$ and $0 are the handler shell's
+	bg out mq-recv -f -g g t -- sh -c 'echo $$ >>"$0"; exec sleep 300' \
 	    "$BATS_TEST_TMPDIR/pgids"
 	pid=$BG
+	# (jq -e passes on no input: a line must come out)
 	listed() {
-		mq-lag --consumers --json | jq -e --argjson p "$pid" \
-		    'select(.pid == $p and .in_flight == 1)' >/dev/null
+		mq-lag --consumers --json | jq -c --argjson p "$pid" \
+		    'select(.pid == $p and .in_flight == 1)' | grep -q . &&
+		    grep -qs . "$BATS_TEST_TMPDIR/pgids"
 	}
-	wait_for 15 listed
+	wait_for 30 listed
 	run -0 mq-lag --consumers --json
-	jq -e --arg h "$(hostname)" '.topic == "t" and .group == "g" and .host == $h' <<<"$output"
+	assert_equal "${#lines[@]}" 1
+	# shellcheck disable=SC2016 # $h and $p are jq's
+	jtrue --arg h "$(hostname)" --argjson p "$pid" \
+	    '.topic == "t" and .group == "g" and .host == $h and .pid == $p and .in_flight == 1' <<<"$output"
 	[[ $(jq -r .since <<<"$output") =~ $rfc3339 ]]
 	run -0 mq-lag --consumers
-	assert_line --regexp "^t +g +[^ ]+ +$pid +"
+	assert_equal "${#lines[@]}" 2
+	assert_line --index 1 --regexp "^t +g +[^ ]+ +$pid +"
 	assert_equal "$(jf consumers)" 1
 	assert_equal "$(jf in_flight)" 1
 	# once it is gone (killed), the next look reaps it
-	{ kill -9 "$pid"; wait "$pid"; } 2>/dev/null || true
-	gone() {
+	kill -9 "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 137
+	reaped() {
 		mq-recv -g g t >/dev/null 2>&1 || true
 		[ "$(jf consumers)" = 0 ]
 	}
-	wait_for 15 gone
+	wait_for 30 reaped
+	run -0 mq-lag --consumers --json
+	assert_output ""
 }
 
 @test "mq-lag answers while another process holds the write lock" {
@@ -342,22 +381,33 @@ t/h: lag 10 > 5"
 	# own, so a probe cannot make it give up)
 	printf '%s\n' '.timeout 10000' 'BEGIN IMMEDIATE;' \
 	    "INSERT INTO topic(name, created) VALUES('zz', 0);" "SELECT 'held';" >lock.sql
-	setsid bash -c '(cat lock.sql; sleep 30) | sqlite3 "$MQ_DB"' \
+	# shellcheck disable=SC2016 # $MQ_DB is expanded by the inner bash
+	setsid bash -c '(cat lock.sql; sleep 300) | sqlite3 "$MQ_DB"' \
 	    >held 2>&1 3>&- &
 	echo $! >>"$BATS_TEST_TMPDIR/pgids"
-	wait_for 15 grep -qx held held
+	wait_for 30 grep -qx held held
 	locked() {
-		! sqlite3 "$MQ_DB" 'BEGIN IMMEDIATE; ROLLBACK;' 2>/dev/null
+		run ! --separate-stderr sqlite3 "$MQ_DB" 'BEGIN IMMEDIATE; ROLLBACK;'
+		[[ $stderr == *"database is locked"* ]] ||
+		    fail "the write lock is not held: $stderr"
 	}
 	locked
-	run -0 --separate-stderr timeout 3 mq-lag
+	# a mq-lag that waited for the lock would wait past the timeout: a
+	# busy timeout longer than that, and the holder longer still
+	export MQ_BUSY_TIMEOUT=120s
+	run -0 --separate-stderr timeout 20 mq-lag
 	assert_equal "$stderr" ""
-	assert_line --regexp '^t +g +2 '
+	assert_line --regexp '^t +g +2 +1 +2 '
 	refute_output --partial zz	# not committed: not seen
-	run -0 timeout 3 mq-lag --json
-	run -0 timeout 3 mq-lag --prometheus
-	run -0 timeout 3 mq-lag --topics
-	run -1 timeout 3 mq-lag -q --max-lag 1
+	run -0 timeout 20 mq-lag --json
+	jtrue -s 'length == 1 and .[0].topic == "t" and .[0].group == "g" and .[0].lag == 2' <<<"$output"
+	run -0 timeout 20 mq-lag --prometheus
+	assert_line 'mq_group_lag{topic="t",group="g"} 2'
+	refute_output --partial zz
+	run -0 timeout 20 mq-lag --topics
+	assert_line --regexp '^t +2 '
+	refute_output --partial zz
+	run -1 timeout 20 mq-lag -q --max-lag 1
 	assert_output "t/g: lag 2 > 1"
 	locked	# still held all along
 }
@@ -376,29 +426,50 @@ t/h: lag 10 > 5"
 	files() {
 		local f
 		for f in "$MQ_DB" "$MQ_DB-wal"; do
-			[ -e "$f" ] && stat -c '%n %s %Y.%y' "$f" && sha256sum <"$f"
+			if [ -e "$f" ]; then
+				stat -c '%n %s %Y.%y' "$f"
+				sha256sum <"$f"
+			else
+				echo "$f: missing"
+			fi
 		done
 	}
 	dv; v1=$DV
 	[ -n "$v1" ]
+	[ -e "$MQ_DB-wal" ]	# kept by our connection: its time is watched too
 	before=$(files)
-	mq-lag >/dev/null
-	mq-lag --json t g >/dev/null
-	mq-lag --prometheus >/dev/null
-	mq-lag --topics >/dev/null
-	mq-lag --consumers >/dev/null
-	mq-lag -q --max-lag 0 --max-age 0 >/dev/null || true
-	mq-lag --watch 100ms </dev/null >/dev/null 3>&- & wp=$!
-	echo "$wp" >>"$BATS_TEST_TMPDIR/pids"
-	sleep 0.5
+	run -0 mq-lag
+	assert_line --regexp '^t +g +3 +2 +3 +1 '
+	run -0 mq-lag --json t g
+	jtrue '.lag == 3' <<<"$output"
+	run -0 mq-lag --prometheus
+	assert_line 'mq_group_lag{topic="t",group="g"} 3'
+	run -0 mq-lag --topics
+	assert_line --regexp '^t +3 '
+	run -0 mq-lag --consumers
+	assert_line --index 0 --regexp '^TOPIC +GROUP '
+	run -1 mq-lag -q --max-lag 0 --max-age 0
+	assert_line 't/g: lag 3 > 0'
+	# --watch, until it has drawn a few frames
+	# shellcheck disable=SC2217 # test_helper's bg: the command reads it
+	bg watch.out mq-lag --watch 100ms </dev/null
+	wp=$BG
+	frames() {
+		[ "$(grep -Ec '^t +g +3 +2 +3 +1 ' watch.out)" -ge 3 ]
+	}
+	wait_for 30 frames
 	kill -TERM "$wp"
-	wait "$wp" || true
+	finish "$wp" 10
+	assert_equal "$ST" 0
 	dv; assert_equal "$DV" "$v1"
 	assert_equal "$(files)" "$before"
-	# the probe works: a write moves it
+	# the probes work: a write moves them
 	mq-send -q t d
-	dv; [ "$DV" != "$v1" ]
-	exec {SQ[1]}>&-
+	dv; [ "$DV" != "$v1" ] || fail "data_version did not move on a write"
+	[ "$(files)" != "$before" ] || fail "the files did not change on a write"
+	sq=$SQ_PID fd=${SQ[1]}
+	exec {fd}>&-
+	finish "$sq" 10
 }
 
 # scratch DIR: a new directory the unprivileged user can reach.
@@ -415,15 +486,22 @@ scratch() {
 	mq-topic group t g >/dev/null
 	mq-recv -g g t >/dev/null
 	# the database in use (its -wal and -shm are there), all read-only
-	setsid bash -c '(echo "SELECT count(*) FROM msg;"; sleep 30) | sqlite3 "$MQ_DB"' \
-	    >/dev/null 2>&1 3>&- &
+	# shellcheck disable=SC2016 # $MQ_DB is expanded by the inner bash
+	setsid bash -c '(echo "SELECT count(*) FROM msg;"; sleep 300) | sqlite3 "$MQ_DB"' \
+	    >held 2>&1 3>&- &
 	echo $! >>"$BATS_TEST_TMPDIR/pgids"
-	wait_for 15 test -e "$MQ_DB-shm"
+	wait_for 30 grep -qx 3 held
+	[ -e "$MQ_DB-wal" ]
+	[ -e "$MQ_DB-shm" ]
 	chmod 444 "$RO"/mq.db*
 	chmod 555 "$RO"
 	run -0 --separate-stderr as_nobody "$MQ_BIN/mq-lag" -d "$MQ_DB" --json t g
 	assert_equal "$stderr" ""
-	jq -e '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
+	jtrue '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
+	# still live, nothing added beside it
+	[ -e "$MQ_DB-wal" ]
+	assert_equal "$(find "$RO" -mindepth 1 -printf '%f\n' | sort | paste -sd ' ')" \
+	    "mq.db mq.db-shm mq.db-wal"
 }
 
 @test "mq-lag reads a read-only copy (chmod 444) as another user" {
@@ -437,7 +515,8 @@ scratch() {
 	# in a directory the user may write to: SQLite makes its -shm there
 	chmod 1777 "$RO"
 	run -0 --separate-stderr as_nobody "$MQ_BIN/mq-lag" -d "$RO/copy.db" --json t g
-	jq -e '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
+	assert_equal "$stderr" ""
+	jtrue '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
 }
 
 @test "mq-lag reads a read-only copy in a directory it may not write" {
@@ -454,7 +533,7 @@ scratch() {
 	chmod 555 "$RO"
 	run -0 --separate-stderr as_nobody "$MQ_BIN/mq-lag" -d "$RO/copy.db" --json t g
 	assert_equal "$stderr" ""
-	jq -e '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
+	jtrue '.end_offset == 3 and .lag == 3 and .in_flight == 1' <<<"$output"
 	run -0 as_nobody "$MQ_BIN/mq-lag" -d "$RO/copy.db"
 	assert_line --regexp '^t +g +3 +2 +3 +1 '
 	assert_equal "$(ls -A "$RO")" copy.db
@@ -462,8 +541,9 @@ scratch() {
 
 @test "missing database, topic or group: 66, nothing created" {
 	run -66 --separate-stderr mq-lag -d "$BATS_TEST_TMPDIR/nope.db"
-	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
-	[[ $stderr == mq-lag:* ]]
+	assert_equal "$output" ""
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == mq-lag:* ]] || fail "$stderr"
 	[ ! -e "$BATS_TEST_TMPDIR/nope.db" ]
 	run -66 mq-lag
 	[ ! -e "$MQ_DB" ]
@@ -472,57 +552,81 @@ scratch() {
 	mq-send -q t a
 	mq-topic group t g >/dev/null
 	run -66 --separate-stderr mq-lag nosuch
-	[[ $stderr == mq-lag:*nosuch* ]]
+	[[ $stderr == mq-lag:*nosuch* ]] || fail "$stderr"
 	assert_equal "$output" ""
 	run -66 --separate-stderr mq-lag t nosuch
-	[[ $stderr == mq-lag:*nosuch* ]]
-	run -66 mq-lag --json nosuch
-	run -66 mq-lag --max-lag 0 nosuch
+	[[ $stderr == mq-lag:*nosuch* ]] || fail "$stderr"
+	assert_equal "$output" ""
+	run -66 --separate-stderr mq-lag --json nosuch
+	assert_equal "$output" ""
+	run -66 --separate-stderr mq-lag --max-lag 0 nosuch
+	assert_equal "$output" ""
 	run -0 mq-lag t g
+	assert_line --regexp '^t +g +1 +1 +1 '
 }
 
 @test "no escape sequences off a terminal or with NO_COLOR; colour on a terminal" {
 	mq-send -q t a
 	mq-topic group t g >/dev/null
-	mq-recv -g g t | mq-ack --dead	# DEAD is drawn hot
+	run -0 mq-recv -g g --format '%r' t
+	mq-ack --dead "$output"	# DEAD is drawn hot
 	esc=$'\033'
-	for args in "" "--topics" "--consumers" "--max-dead 0" "-q --max-dead 0"; do
-		run mq-lag $args
-		[[ $output != *"$esc"* ]]
-	done
+	# plain: STATUS ARGS...: mq-lag ARGS exits STATUS, prints something
+	# and no escape sequence
+	plain() {
+		local want=$1
+		shift
+		run "-$want" mq-lag "$@"
+		[ -n "$output" ] || fail "mq-lag $*: no output"
+		[[ $output != *"$esc"* ]] || fail "mq-lag $*: escape in: $output"
+	}
+	plain 0
+	plain 0 --topics
+	plain 0 --consumers
+	plain 1 --max-dead 0
+	assert_line 't/g: dead 1 > 0'
+	plain 1 -q --max-dead 0
+	NO_COLOR=1 plain 0
 	# on a terminal: colour, unless NO_COLOR
 	bin=$(printf %q "$MQ_BIN/mq-lag") db=$(printf %q "$MQ_DB")
-	tm new-session -d -s c -x 200 -y 20 "MQ_DB=$db $bin; sleep 60"
-	tm new-session -d -s n -x 200 -y 20 "NO_COLOR=1 MQ_DB=$db $bin; sleep 60"
+	tm new-session -d -s c -x 200 -y 20 "MQ_DB=$db $bin; sleep 300"
+	tm new-session -d -s n -x 200 -y 20 "NO_COLOR=1 MQ_DB=$db $bin; sleep 300"
 	drawn() {
 		tm capture-pane -p -t "$1" | grep -Eq '^t +g '
 	}
 	wait_for 15 drawn c
 	wait_for 15 drawn n
-	[[ $(tm capture-pane -e -p -t c) == *"$esc["* ]]
-	[[ $(tm capture-pane -e -p -t n) != *"$esc["* ]]
+	[[ $(tm capture-pane -e -p -t c) == *"${esc}["* ]] ||
+	    fail "no colour on a terminal"
+	[[ $(tm capture-pane -e -p -t n) != *"${esc}["* ]] ||
+	    fail "colour on a terminal with NO_COLOR"
 }
 
 @test "--watch redraws in a terminal and quits on q" {
 	mq-send -q t a b c
 	mq-topic group t g >/dev/null
 	bin=$(printf %q "$MQ_BIN/mq-lag") db=$(printf %q "$MQ_DB")
-	tm new-session -d -s w -x 200 -y 50 "MQ_DB=$db $bin --watch 1s"
+	st=$(printf %q "$BATS_TEST_TMPDIR/watch.status")
+	tm new-session -d -s w -x 200 -y 50 "MQ_DB=$db $bin --watch 1s; echo \$? >$st"
 	shows() {
 		local screen
 		screen=$(tm capture-pane -p -t w) &&
 		    grep -Eq '^TOPIC +GROUP +END +POS +LAG .*IN/s +OUT/s' <<<"$screen" &&
 		    grep -Eq "$1" <<<"$screen"
 	}
-	wait_for 20 shows '^t +g +3 +1 +3 '
+	wait_for 30 shows '^t +g +3 +1 +3 '
+	tm capture-pane -p -t w | grep -q '(every 1s; q quits)'
 	# a later frame shows a new message
 	mq-send -q t d
-	wait_for 20 shows '^t +g +4 +1 +4 '
+	wait_for 30 shows '^t +g +4 +1 +4 '
 	tm send-keys -t w q
 	ended() {
-		! tm has-session -t w 2>/dev/null
+		if tm has-session -t w 2>/dev/null; then
+			return 1
+		fi
 	}
-	wait_for 10 ended
+	wait_for 20 ended
+	assert_equal "$(cat watch.status)" 0
 	# --watch goes alone
 	run -64 mq-lag --watch 1s --json
 	run -64 mq-lag --watch 10ms

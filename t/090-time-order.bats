@@ -6,7 +6,13 @@
 # once on a send, a due retry or a due delayed message.
 #
 # Every wait is a bounded poll; bounds are generous for a slow, shared
-# machine, and no timing assertion is tighter than about a second.
+# machine.  How fast a waiter wakes is read from the database's own times
+# (msg.ts, msg.due, history.ts), not from the test's clock, and set
+# against the one thing a waiter may do instead: look again at its next
+# safety look, once a second (common/wait.c).  The event under test falls
+# half a second or more before that look, and the bound is 400-500ms.
+
+# shellcheck disable=SC2154 # stderr: set by bats' run --separate-stderr
 
 load test_helper
 
@@ -14,6 +20,46 @@ load test_helper
 # started: killed in teardown if still there.
 teardown() {
 	kill_bg
+}
+
+# running PID: the process is still there (waiting, not exited).
+running() {
+	kill -0 "$1" 2>/dev/null || fail "pid $1 exited"
+}
+
+# switches PID: PID's voluntary context switches: the times it slept.
+switches() {
+	awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "/proc/$1/status"
+}
+
+# moved PID N: PID has slept and woken since it had N switches.
+moved() {
+	[ "$(switches "$1")" != "$2" ]
+}
+
+# after_look PID: returns just after the waiting PID woke (and went back
+# to sleep): a safety look, when nothing else happens.  The next one is
+# a second away.
+after_look() {
+	local n
+	n=$(switches "$1")
+	[ -n "$n" ] || fail "pid $1 is gone"
+	wait_for 10 moved "$1" "$n"
+}
+
+# delivered OFF [ATTEMPT]: when (ms) group g made delivery ATTEMPT
+# (default 1) of OFF; fails when it did not.  Meant for at=$(delivered
+# ...), where set -e is off: hence the explicit return.
+delivered() {
+	local t
+	t=$(sql "SELECT h.ts FROM history h JOIN grp g ON g.id = h.grp
+	    WHERE g.name = 'g' AND h.event = 'delivered' AND h.off = $1
+	    AND h.attempt = ${2:-1}")
+	if ! [[ $t =~ ^[0-9]+$ ]]; then
+		fail "no delivery $1/${2:-1} in group g: '$t'"
+		return 1
+	fi
+	echo "$t"
 }
 
 # got [OPTIONS]: one plain receive in group g of topic t; "RECEIPT BODY"
@@ -32,14 +78,19 @@ msgs() {
 	start=$(now_ms)
 	run -0 mq-send --delay 3s t later
 	assert_output 1
+	assert_equal "$(sql 'SELECT due - ts FROM msg WHERE off = 1')" 3000
 	run -1 --separate-stderr mq-recv -g g t
 	assert_equal "$output" ""
 	assert_equal "$stderr" ""
 	wait_for 20 got
 	end=$(now_ms)
-	[[ $GOT == *" later" ]]
-	# not early: no sooner than 3s after the send started
-	[ $((end - start)) -ge 2900 ]
+	[[ $GOT == *" later" ]] || fail "got: $GOT"
+	# not early: no sooner than 3s after the send started, and delivered
+	# at or after its due time by the database's clock
+	[ $((end - start)) -ge 2900 ] || fail "received $((end - start))ms after the send"
+	due=$(sql 'SELECT due FROM msg WHERE off = 1')
+	at=$(delivered 1)
+	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before its due time"
 }
 
 @test "a delayed message does not hold back the ones after it" {
@@ -73,20 +124,24 @@ ago"
 	assert_equal "$(sql 'SELECT due FROM msg WHERE off = 4')" "$due"
 	run -1 mq-recv -g g t
 	wait_for 20 got
-	[ "$(now_ms)" -ge "$due" ]
-	[[ $GOT == *" soon" ]]
+	[ "$(now_ms)" -ge "$due" ] || fail "received before $due"
+	[[ $GOT == *" soon" ]] || fail "got: $GOT"
+	at=$(delivered 4)
+	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before its due time"
 }
 
 @test "bad --delay is a usage error (64), bad --at bad data (65); nothing stored" {
 	for v in x 1y -1s '' 1.5s 5mm; do
 		run -64 --separate-stderr mq-send --delay "$v" t m
-		[[ $stderr == mq-send:* ]]
-		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+		assert_equal "$output" ""
+		[[ $stderr == mq-send:* ]] || fail "--delay '$v': $stderr"
+		assert_equal "${#stderr_lines[@]}" 1
 	done
 	for v in x 2026-13-01 @x '' 2026-01-01T00:00:00Q 2026-01-01T25:00:00Z @-5; do
 		run -65 --separate-stderr mq-send --at "$v" t m
-		[[ $stderr == mq-send:* ]]
-		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+		assert_equal "$output" ""
+		[[ $stderr == mq-send:* ]] || fail "--at '$v': $stderr"
+		assert_equal "${#stderr_lines[@]}" 1
 	done
 	run -64 mq-send --delay 1s --at @1 t m
 	[ ! -e "$MQ_DB" ]
@@ -105,6 +160,9 @@ ago"
 	run -0 sql 'SELECT off, due - ts >= 3900 FROM msg ORDER BY off'
 	assert_output "1|1
 2|1"
+	# ... and b's time is its own send, 2s after a's
+	gap=$(sql 'SELECT b.ts - a.ts FROM msg a, msg b WHERE a.off = 1 AND b.off = 2')
+	[ "$gap" -ge 1500 ] || fail "b stamped ${gap}ms after a"
 	# neither is due when mq-send is done
 	run -1 mq-recv -g g -n 0 t
 }
@@ -141,10 +199,12 @@ ago"
 
 @test "--dedup: after the topic's window, the same id stores a new message" {
 	mq-send -q --dedup id1 t a
-	mq-topic set t dedup-window=1s >/dev/null
+	mq-topic set t dedup-window=3s >/dev/null
 	run -0 mq-send --dedup id1 t a
 	assert_output 1
-	sleep 1.5
+	# half a second past the window of the first send
+	past() { [ "$(now_ms)" -ge "$1" ]; }
+	wait_for 20 past $(( $(sql 'SELECT ts FROM msg WHERE off = 1') + 3500 ))
 	run -0 mq-send --dedup id1 t a
 	assert_output 2
 	# the new one is what the id now names
@@ -217,8 +277,8 @@ ago"
 	echo "$output" >first
 	# keyless messages flow in parallel: both are out at once
 	assert_equal "$(cut -d' ' -f2 first | paste -sd ' ')" "a1 b1 n1 n2"
-	grep ' a1$' first | mq-ack --fail --delay 1h
-	grep ' b1$' first | mq-ack
+	mq-ack --fail --delay 1h "$(awk '$2 == "a1" { print $1 }' first)"
+	mq-ack "$(awk '$2 == "b1" { print $1 }' first)"
 	run -0 mq-recv -g g -n 0 --format '%r %b\n' t
 	assert_equal "$(cut -d' ' -f2 <<<"$output")" b2
 	mq-ack <<<"$output"
@@ -227,7 +287,8 @@ ago"
 	mq-ack <<<"$output"
 	# a2 waits behind a1's retry; it counts in the lag
 	run -1 mq-recv -g g -n 0 t
-	mq-lag --json t g | jq -e '.retrying == 1 and .lag == 4 and .in_flight == 2'
+	run -0 mq-lag --json t g
+	jtrue '.retrying == 1 and .lag == 4 and .in_flight == 2' <<<"$output"
 }
 
 @test "ordered group: per-key order exact over 1000 messages, 10 keys, 3 consumers, random failures" {
@@ -250,24 +311,27 @@ ago"
 	EOF
 	chmod +x handler
 	export LOG=$BATS_TEST_TMPDIR/log
+	consumers=()
 	for c in 1 2 3; do
 		bg "c$c.out" mq-recv -f -j 3 -g g t -- ./handler
-		echo "$BG" >>consumers
+		consumers+=("$BG")
 	done
 	all_acked() {
 		[ "$(sql 'SELECT settled FROM grp')" = 1000 ]
 	}
 	wait_for 150 all_acked
-	for p in $(cat consumers); do
+	for p in "${consumers[@]}"; do
+		running "$p"
 		kill -TERM "$p"
 	done
-	for p in $(cat consumers); do
+	for p in "${consumers[@]}"; do
 		finish "$p" 20
 		assert_equal "$ST" 0
 	done
 	# each message handled successfully once; per key strictly increasing
 	assert_equal "$(wc -l <log)" 1000
 	assert_equal "$(cut -d' ' -f2 log | sort -n | paste -sd ' ')" "$(seq 1000 | paste -sd ' ')"
+	# shellcheck disable=SC2016 # an awk program
 	run -0 awk '"k" ($2 % 10) != $1 { print "wrong key: " $0 }
 	    ($1 in last) && $2 <= last[$1] { print "out of order: " last[$1] " then " $0 }
 	    { last[$1] = $2 }' log
@@ -289,28 +353,31 @@ ago"
 	       AND (a.off <> b.off OR a.attempt <> b.attempt)
 	       AND a.s < b.e AND b.s < a.e),
 	      (SELECT count(*) FROM d)"
-	[[ $output =~ ^0\|0\|[0-9]+$ ]]
+	[[ $output =~ ^0\|0\|[0-9]+$ ]] || fail "open, overlapping, all: $output"
 	[ "${output##*|}" -gt 1000 ]
 }
 
 # --- waiting -------------------------------------------------------------
 
 @test "a waiting mq-recv -w wakes on a send, well before its timeout" {
+	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
 	mq-topic group t g >/dev/null
-	start=$(now_ms)
 	bg out mq-recv -g g -w 10s --format '%b\n' t
 	pid=$BG
 	sleep 1
-	# still waiting
-	! gone "$pid"
-	sent=$(now_ms)
+	running "$pid"	# still waiting
+	# the send lands just after one of its safety looks: a waiter that
+	# only found it at the next one would take most of a second
+	after_look "$pid"
 	mq-send -q t hello
-	finish "$pid" 12
-	end=$(now_ms)
+	finish "$pid" 15
 	assert_equal "$ST" 0
 	assert_equal "$(cat out)" hello
-	[ $((end - sent)) -lt 3000 ]
-	[ $((end - start)) -lt 6000 ]
+	# from the send to the delivery, by the database's clock
+	sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
+	at=$(delivered 1)
+	[ $((at - sent)) -lt 500 ] ||
+	    fail "delivered $((at - sent))ms after the send (safety look: 1s)"
 }
 
 @test "mq-recv -f receives each message as it comes, and keeps following" {
@@ -319,51 +386,82 @@ ago"
 	pid=$BG
 	sleep 0.5
 	mq-send -q t one
-	wait_for 5 grep -qx one out
+	wait_for 15 grep -qx one out
 	mq-send -q t two
-	wait_for 5 grep -qx two out
-	! gone "$pid"
+	wait_for 15 grep -qx two out
+	running "$pid"
 	kill -TERM "$pid"
-	finish "$pid" 10
+	finish "$pid" 15
 	assert_equal "$ST" 0
 	assert_equal "$(paste -sd ' ' out)" "one two"
 }
 
 @test "a waiting mq-recv -w wakes when a retry falls due" {
+	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
 	mq-send -q t x
-	mq-recv -g g t | mq-ack --fail --delay 2s
-	start=$(now_ms)
-	run -0 mq-recv -g g -w 10s --format '%a %b' t
-	end=$(now_ms)
-	assert_output "2 x"
-	[ $((end - start)) -ge 1500 ]
-	[ $((end - start)) -lt 6000 ]
+	run -0 mq-recv -g g --format '%r' t
+	r=$output
+	bg out mq-recv -g g -w 10s --format '%a %b\n' t
+	pid=$BG
+	sleep 1
+	running "$pid"	# x is leased
+	# the fail wakes it (a commit); its safety looks come 1s and 2s
+	# after that, and the retry falls due half-way between them
+	mq-ack --fail --delay 1500ms "$r"
+	due=$(sql 'SELECT due FROM delivery WHERE off = 1 AND state = 0')
+	[ -n "$due" ] || fail "x is not waiting for its retry"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	assert_equal "$(cat out)" "2 x"
+	# at its due time, by the database's clock: not before, and not at
+	# the next safety look (500ms after)
+	at=$(delivered 1 2)
+	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before the retry was due"
+	[ $((at - due)) -lt 400 ] ||
+	    fail "delivered $((at - due))ms after the retry was due"
 }
 
 @test "a waiting mq-recv -w wakes when a delayed message falls due" {
-	mq-send -q --delay 2s t x
-	start=$(now_ms)
-	run -0 mq-recv -g g -w 10s --format '%b' t
-	end=$(now_ms)
-	assert_output x
-	[ $((end - start)) -ge 1500 ]
-	[ $((end - start)) -lt 6000 ]
-}
-
-@test "a waiting mq-recv -w in an ordered group wakes when its key is freed" {
-	mq-topic group t g --ordered >/dev/null
-	mq-send -q -k k t first second
-	r=$(mq-recv -g g --format '%r' t)
+	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
+	mq-topic group t g >/dev/null
 	bg out mq-recv -g g -w 10s --format '%b\n' t
 	pid=$BG
 	sleep 1
-	! gone "$pid"
-	acked=$(now_ms)
+	running "$pid"
+	# the send wakes it (a commit); its safety looks come 1s and 2s
+	# after that, and the message falls due half-way between them
+	mq-send -q --delay 1500ms t x
+	due=$(sql 'SELECT due FROM msg WHERE off = 1')
+	assert_equal "$(( due - $(sql 'SELECT ts FROM msg WHERE off = 1') ))" 1500
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	assert_equal "$(cat out)" x
+	at=$(delivered 1)
+	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before it was due"
+	[ $((at - due)) -lt 400 ] || fail "delivered $((at - due))ms after it was due"
+}
+
+@test "a waiting mq-recv -w in an ordered group wakes when its key is freed" {
+	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k k t first second
+	run -0 mq-recv -g g --format '%r' t
+	r=$output
+	bg out mq-recv -g g -w 10s --format '%b\n' t
+	pid=$BG
+	sleep 1
+	running "$pid"	# second waits behind first
+	# the ack lands just after one of its safety looks
+	after_look "$pid"
 	mq-ack "$r"
-	finish "$pid" 12
+	finish "$pid" 15
 	assert_equal "$ST" 0
 	assert_equal "$(cat out)" second
-	[ $(( $(now_ms) - acked )) -lt 3000 ]
+	acked=$(sql "SELECT ts FROM history WHERE event = 'acked' AND off = 1")
+	[ -n "$acked" ] || fail "first was not acked"
+	at=$(delivered 2)
+	[ $((at - acked)) -lt 500 ] ||
+	    fail "delivered $((at - acked))ms after the ack (safety look: 1s)"
 }
 
 @test "waiting consumers do not busy-poll" {
@@ -371,60 +469,91 @@ ago"
 	mq-topic group t o --ordered >/dev/null
 	# in o, k's second message is due but waits behind the first
 	mq-send -q -k k t first second
-	mq-recv -g o --lease 1h t >/dev/null
+	run -0 mq-recv -g o --lease 1h --format '%r' t
+	ro=$output
 	mq-recv -g g -n 0 --lease 1h t >/dev/null
-	bg w.out mq-recv -g g -w 30s t
+	bg w.out mq-recv -g g -w 60s t
 	w=$BG
 	bg f.out mq-recv -g g -f t
 	f=$BG
 	bg o.out mq-recv -g o -f t
 	o=$BG
-	sleep 3
+	sleep 1
 	# user + system CPU in clock ticks: a few for start-up, not a loop
 	cpu() {
 		awk '{ print $14 + $15 }' "/proc/$1/stat"
 	}
 	hz=$(getconf CLK_TCK)
+	declare -A s0
 	for p in "$w" "$f" "$o"; do
-		! gone "$p"
-		[ "$(cpu "$p")" -lt $((hz / 2)) ]
+		running "$p"
+		s0[$p]=$(switches "$p")
+	done
+	sleep 3
+	for p in "$w" "$f" "$o"; do
+		running "$p"
+		# wake-ups: about one a second (the safety look); looking every
+		# 50ms (the fallback without inotify) would be 60
+		n=$(switches "$p")
+		[ $((n - s0[$p])) -lt 20 ] ||
+		    fail "pid $p woke $((n - s0[$p])) times in 3s"
+		c=$(cpu "$p")
+		[ "$c" -lt $((hz / 2)) ] || fail "pid $p used $c ticks of 1/${hz}s"
 	done
 	assert_equal "$(cat w.out f.out o.out)" ""
+	# not vacuous: they were waiting for these messages, and take them
+	mq-ack "$ro"
+	wait_for 15 grep -q $'\tsecond$' o.out
+	mq-send -q t third
+	third() {
+		[ "$(cat w.out f.out | grep -c $'\tthird$')" = 1 ]
+	}
+	wait_for 15 third
 }
 
 @test "mq-replay -f prints a message sent after it started" {
 	mq-send -q t old
 	bg out mq-replay -f --format '%o %b\n' t
 	pid=$BG
-	wait_for 10 grep -qx '1 old' out
+	wait_for 15 grep -qx '1 old' out
 	mq-send -q t new
-	wait_for 5 grep -qx '2 new' out
-	! gone "$pid"
+	wait_for 15 grep -qx '2 new' out
+	running "$pid"
 	kill -TERM "$pid"
-	finish "$pid" 10
+	finish "$pid" 15
 	assert_equal "$ST" 0
+	assert_equal "$(cat out)" "1 old
+2 new"
 }
 
 @test "writes to other files beside the database neither spin a waiter nor hide a send" {
+	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
 	mq-topic group t g >/dev/null
-	bg w.out mq-recv -g g -w 30s t
+	bg w.out mq-recv -g g -w 60s t
 	w=$BG
 	# a log written beside the database, a few hundred times a second
-	( for i in $(seq 1500); do echo "$i" >> neighbour.log; sleep 0.002; done ) \
+	( for i in $(seq 5000); do echo "$i" >> neighbour.log; sleep 0.002; done ) \
 	    >/dev/null 2>&1 3>&- &
 	echo $! >> "$BATS_TEST_TMPDIR/pids"
 	# wake-ups, as the kernel counts them: about one a second (the
 	# safety look), not one per write of the log
-	switches() {
-		awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status"
-	}
 	sleep 0.5
-	a=$(switches "$w")
+	running "$w"
+	a=$(switches "$w") la=$(wc -l <neighbour.log)
 	sleep 2
-	b=$(switches "$w")
-	[ $((b - a)) -lt 50 ] || fail "waiter woke $((b - a)) times in 2s"
+	b=$(switches "$w") lb=$(wc -l <neighbour.log)
+	[ $((lb - la)) -ge 60 ] || fail "the log was written only $((lb - la)) times in 2s"
+	[ $((b - a)) -lt 20 ] || fail "waiter woke $((b - a)) times in 2s"
+	# a send amid those writes wakes it at once, not at its next look
+	after_look "$w"
 	mq-send -q t hello
-	finish "$w" 10
+	finish "$w" 15
 	assert_equal "$ST" 0
-	[[ $(cat w.out) == *$'\thello' ]]
+	[[ $(cat w.out) == *$'\thello' ]] || fail "got: $(cat w.out)"
+	sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
+	at=$(delivered 1)
+	[ $((at - sent)) -lt 500 ] ||
+	    fail "delivered $((at - sent))ms after the send (safety look: 1s)"
+	# the log was still being written then
+	[ "$(wc -l <neighbour.log)" -gt "$lb" ]
 }
