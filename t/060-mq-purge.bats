@@ -32,7 +32,7 @@ state() {
 	    SELECT * FROM grp ORDER BY id;
 	    SELECT * FROM delivery ORDER BY grp, off;
 	    SELECT * FROM dedup ORDER BY topic, id;
-	    SELECT count(*), max(rowid) FROM history;
+	    SELECT count(*), total(ts + n) FROM history;
 	    SELECT topic, off, ts, key, hex(body) FROM msg ORDER BY topic, off'
 }
 

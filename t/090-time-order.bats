@@ -52,7 +52,7 @@ after_look() {
 # ...), where set -e is off: hence the explicit return.
 delivered() {
 	local t
-	t=$(sql "SELECT h.ts FROM history h JOIN grp g ON g.id = h.grp
+	t=$(sql "SELECT h.ts FROM events h JOIN grp g ON g.id = h.grp
 	    WHERE g.name = 'g' AND h.event = 'delivered' AND h.off = $1
 	    AND h.attempt = ${2:-1}")
 	if ! [[ $t =~ ^[0-9]+$ ]]; then
@@ -337,16 +337,16 @@ ago"
 	    { last[$1] = $2 }' log
 	assert_output ""
 	# not vacuous: failures happened, several consumers took part
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'failed'")" -gt 50 ]
-	[ "$(sql "SELECT count(DISTINCT pid) FROM history WHERE event = 'delivered'")" -ge 2 ]
+	[ "$(sql "SELECT count(*) FROM events WHERE event = 'failed'")" -gt 50 ]
+	[ "$(sql "SELECT count(DISTINCT pid) FROM events WHERE event = 'delivered'")" -ge 2 ]
 	# no two deliveries of one key overlapped in time: each delivery runs
 	# from its "delivered" event to the next event of that attempt
 	run -0 sql "
 	    WITH d AS (SELECT h.off, h.attempt, h.ts AS s, m.key,
-	        (SELECT min(e.ts) FROM history e WHERE e.grp = h.grp
+	        (SELECT min(e.ts) FROM events e WHERE e.grp = h.grp
 	         AND e.off = h.off AND e.attempt = h.attempt
 	         AND e.event <> 'delivered') AS e
-	      FROM history h JOIN msg m ON m.off = h.off
+	      FROM events h JOIN msg m ON m.off = h.off
 	      WHERE h.event = 'delivered')
 	    SELECT (SELECT count(*) FROM d WHERE e IS NULL),
 	      (SELECT count(*) FROM d a JOIN d b ON a.key = b.key
@@ -457,7 +457,7 @@ ago"
 	finish "$pid" 15
 	assert_equal "$ST" 0
 	assert_equal "$(cat out)" second
-	acked=$(sql "SELECT ts FROM history WHERE event = 'acked' AND off = 1")
+	acked=$(sql "SELECT ts FROM events WHERE event = 'acked' AND off = 1")
 	[ -n "$acked" ] || fail "first was not acked"
 	at=$(delivered 2)
 	[ $((at - acked)) -lt 500 ] ||
