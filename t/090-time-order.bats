@@ -9,7 +9,7 @@
 # machine.  How fast a waiter wakes is read from the database's own times
 # (msg.ts, msg.due, history.ts), not from the test's clock, and set
 # against the one thing a waiter may do instead: look again at its next
-# safety look, once a second (common/wait.c).  The event under test falls
+# safety look, once a second (common/sqlite/wait.c).  The event under test falls
 # half a second or more before that look, and the bound is 400-500ms.
 
 # shellcheck disable=SC2154 # stderr: set by bats' run --separate-stderr
@@ -556,4 +556,43 @@ ago"
 	    fail "delivered $((at - sent))ms after the send (safety look: 1s)"
 	# the log was still being written then
 	[ "$(wc -l <neighbour.log)" -gt "$lb" ]
+}
+
+@test "followers of other topics stay asleep while a topic is written" {
+	# a commit wakes the followers of its topic only: 100 followers of
+	# quiet topics sleep through 400 commits to another one, waking only
+	# for their once-a-second safety look
+	local i p pids=() before=() n=0 total=0 start secs
+	for i in $(seq 100); do
+		bg "f$i.out" mq-recv -g g -f "q$i"
+		pids+=("$BG")
+	done
+	# all registered, so all asleep in their wait
+	wait_for 120 sql_is "SELECT count(*) FROM consumer" 100
+	sleep 1
+	for p in "${pids[@]}"; do
+		running "$p"
+		before+=("$(switches "$p")")
+	done
+	start=$(date +%s)
+	for i in $(seq 400); do
+		echo "m$i"
+		sleep 0.005
+	done | mq-send -q hot
+	secs=$(($(date +%s) - start + 1))
+	for i in "${!pids[@]}"; do
+		running "${pids[$i]}"
+		n=$(($(switches "${pids[$i]}") - before[i]))
+		total=$((total + n))
+	done
+	echo "# 100 followers woke $total times in all during ${secs}s of sends" >&3
+	# one safety look a second each, and a little slack; waking on every
+	# commit would be 400 each
+	[ "$total" -le $((100 * (secs + 3))) ] ||
+	    fail "followers woke $total times during ${secs}s of 400 commits"
+	# not vacuous: the writes happened one commit each, and the followers
+	# still answer their own topic at once
+	assert_equal "$(sql "SELECT count(*) FROM msg m JOIN topic t ON t.id = m.topic WHERE t.name = 'hot'")" 400
+	mq-send -q q7 wake
+	wait_for 30 grep -qx $'.*\twake' f7.out
 }
