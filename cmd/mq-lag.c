@@ -6,7 +6,7 @@
  * Read-only: it opens the database read-only, reads one snapshot per
  * frame, and takes no write lock.  Its cost follows the number of topics,
  * groups and unsettled deliveries, not the number of messages: see
- * mq_group_stats in common/store.c.
+ * sq_stats in common/sqlite/topic.c.
  */
 #include <getopt.h>
 #include <poll.h>

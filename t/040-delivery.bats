@@ -230,7 +230,7 @@ delivered() {
 
 @test "mq-recv -n 0 with a command handles every available message even when an expired lease goes dead on the way" {
 	# An expired lease that the claim turns into a dead letter takes no
-	# claim slot (deliver.c claim_due): with -j 1 the pass that
+	# claim slot (common/sqlite/deliver.c claim_due): with -j 1 the pass that
 	# dead-letters message 1 goes on to message 2, due for a retry, so
 	# `mq-recv -n 0 t -- cmd` handles it and exits 0.
 	# SPEC: -n 0 = all available; exit 1 = got no message.
@@ -496,7 +496,7 @@ delivered() {
 }
 
 @test "reaping a dead consumer does not release a live consumer that took its id meanwhile" {
-	# reap() (deliver.c) finds dead consumers in a read, then reads the
+	# sq_reap() (common/sqlite/deliver.c) finds dead consumers in a read, then reads the
 	# consumer rows again under the write lock before it releases
 	# anything.  Consumer ids are reused (INTEGER PRIMARY KEY without
 	# AUTOINCREMENT): while it waited for the lock, the dead consumer may
