@@ -144,66 +144,17 @@ redrive(struct mq *q, const char *name)
 	return n ? status : MQ_EX_NONE;
 }
 
-static void
-print_group(const struct mq_trace_group *g)
-{
-	char ts[40];
-	int i;
-
-	printf("group %s: ", g->name);
-	mq_rfc3339(g->due, ts, sizeof ts);
-	switch (g->state) {
-	case MQ_LEASED:
-		printf("in flight, attempt %d, lease until %s\n", g->attempt, ts);
-		break;
-	case MQ_WAITING:
-		printf("waiting, attempt %d done, due %s\n", g->attempt, ts);
-		break;
-	case MQ_DEAD:
-		printf("dead letter after %d attempts\n", g->attempt);
-		break;
-	case MQ_DONE:
-		printf("settled\n");
-		break;
-	default:
-		printf("not delivered yet\n");
-	}
-	for (i = 0; i < g->nev; i++) {
-		const struct mq_event *e = &g->ev[i];
-
-		mq_rfc3339(e->ts, ts, sizeof ts);
-		printf("  %s  attempt %d  %-9s  %s:%lld%s%s\n", ts, e->attempt,
-		    e->event, e->host, (long long)e->pid, e->reason ? "  " : "",
-		    e->reason ? e->reason : "");
-	}
-}
-
 static int
 trace(struct mq *q, const char *name)
 {
 	struct mq_trace tr;
-	struct mq_msg *m = &tr.m;
-	char ts[40];
-	int i, rc;
+	int rc;
 
 	if ((rc = mq_trace(q, name, trace_off, &tr)) == MQ_E_NOMSG)
 		mq_die(MQ_EX_NOINPUT, "no message at offset %lld of %s",
 		    (long long)trace_off, name);
 	mq_check(rc, name, NULL);
-	mq_rfc3339(m->ts, ts, sizeof ts);
-	printf("topic %s\noffset %lld\ntime %s\n", name, (long long)m->off, ts);
-	if (m->due > m->ts) {
-		mq_rfc3339(m->due, ts, sizeof ts);
-		printf("due %s\n", ts);
-	}
-	printf("key ");
-	if (m->key)
-		mq_escape(stdout, (unsigned char *)m->key, strlen(m->key));
-	printf("\nsize %zu\nbody ", m->len);
-	mq_escape(stdout, m->body, m->len);
-	putchar('\n');
-	for (i = 0; i < tr.n; i++)
-		print_group(&tr.g[i]);
+	mq_out_trace(stdout, name, &tr);
 	mq_trace_free(&tr);
 	return 0;
 }

@@ -248,3 +248,125 @@ mq_lag_consumers(FILE *f, struct mq *q, const struct mq_lag *L, int as_json)
 		mq_table_print(f, tb, mq_want_colour(f));
 	mq_table_free(tb);
 }
+/* thresholds (mq-lag --max-*): exit 1 and a line per breach */
+
+struct limit {
+	int		 what;		/* MQ_LIM_* */
+	char		*topic, *group;	/* NULL: any */
+	int64_t		 value;
+};
+static const char *limit_names[] = { "lag", "age", "dead", "expired" };
+
+static struct limit *limits;
+static int nlimits;
+
+int
+mq_lag_limits(void)
+{
+	return nlimits;
+}
+
+/* A threshold: [[TOPIC/]GROUP=]VALUE, a duration for MQ_LIM_AGE. */
+void
+mq_lag_limit(int what, char *arg)
+{
+	struct limit *l;
+	char *eq = strrchr(arg, '='), *slash, *v = arg;
+
+	limits = mq_array(limits, nlimits + 1, sizeof *limits);
+	l = &limits[nlimits++];
+	memset(l, 0, sizeof *l);
+	l->what = what;
+	if (eq) {
+		*eq = '\0';
+		v = eq + 1;
+		if ((slash = strchr(arg, '/'))) {
+			*slash = '\0';
+			l->topic = (char *)mq_name_arg(arg, "topic");
+			arg = slash + 1;
+		}
+		l->group = (char *)mq_name_arg(arg, "group");
+	}
+	if (what == MQ_LIM_AGE)
+		l->value = mq_duration_arg(v, "age");
+	else
+		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
+}
+
+static int64_t
+measure(const struct mq_lag *L, const struct mq_lag_row *r, int what)
+{
+	switch (what) {
+	case MQ_LIM_LAG: return r->s.lag;
+	case MQ_LIM_AGE: return mq_lag_age(L, r);
+	case MQ_LIM_DEAD: return r->s.dead;
+	default: return r->s.expired;
+	}
+}
+
+/* The most specific limit of a kind for a row, or NULL. */
+static const struct limit *
+limit_for(const struct mq_lag_row *r, int what)
+{
+	const struct limit *best = NULL;
+	int i, score, top = -1;
+
+	for (i = 0; i < nlimits; i++) {
+		const struct limit *l = &limits[i];
+
+		if (l->what != what || (l->group && strcmp(l->group, r->g.name)) ||
+		    (l->topic && strcmp(l->topic, r->t.name)))
+			continue;
+		score = (l->group != NULL) + (l->topic != NULL);
+		if (score >= top) {
+			top = score;
+			best = l;
+		}
+	}
+	return best;
+}
+
+int
+mq_lag_breached(const struct mq_lag *L, const struct mq_lag_row *r, int what)
+{
+	const struct limit *l = r->has_group ? limit_for(r, what) : NULL;
+
+	return l && measure(L, r, what) > l->value;
+}
+
+/* One line per breach, on f; returns how many. */
+int
+mq_lag_check(FILE *f, const struct mq_lag *L)
+{
+	char v[32], l[32];
+	int i, w, n = 0;
+
+	for (i = 0; i < L->n; i++) {
+		for (w = MQ_LIM_LAG; w <= MQ_LIM_EXPIRED; w++) {
+			const struct limit *lim;
+
+			if (!L->rows[i].has_group || !mq_lag_breached(L, &L->rows[i], w))
+				continue;
+			lim = limit_for(&L->rows[i], w);
+			if (w == MQ_LIM_AGE && mq_lag_age(L, &L->rows[i]) < 60000) {
+				/* to the ms: 1.0s > 1.0s would read as no breach */
+				snprintf(v, sizeof v, "%.3fs",
+				    mq_lag_age(L, &L->rows[i]) / 1e3);
+				mq_format_duration(lim->value, l, sizeof l);
+			} else if (w == MQ_LIM_AGE) {
+				mq_human_age(mq_lag_age(L, &L->rows[i]), v, sizeof v);
+				mq_format_duration(lim->value, l, sizeof l);
+			} else {
+				snprintf(v, sizeof v, "%lld",
+				    (long long)measure(L, &L->rows[i], w));
+				snprintf(l, sizeof l, "%lld",
+				    (long long)lim->value);
+			}
+			fprintf(f, "%s/%s: %s %s > %s\n", L->rows[i].t.name,
+			    L->rows[i].g.name, limit_names[w], v, l);
+			n++;
+		}
+	}
+	return n;
+}
+

@@ -96,7 +96,8 @@ int	 mq_consumer_gone(const struct mq_consumer *, const char *boot);
 /* backend.c: the storage interface, in whole operations (see backend.h) */
 
 struct mq;
-enum { MQ_READ = 0, MQ_WRITE = 1, MQ_UPDATE = 2 };	/* UPDATE: write, must exist */
+/* MQ_UPDATE: to write a database that must exist already */
+enum { MQ_READ = 0, MQ_WRITE = 1, MQ_UPDATE = 2 };
 struct mq *mq_open(const char *path, int mode);
 void	 mq_close(struct mq *);
 const char *mq_path(struct mq *);
@@ -390,6 +391,7 @@ int	 mq_utf8_valid(const unsigned char *p, size_t n);
 void	 mq_json_str(FILE *, const unsigned char *p, size_t n);
 void	 mq_base64(FILE *, const unsigned char *p, size_t n);
 void	 mq_rfc3339(int64_t ms, char *buf, size_t len);
+void	 mq_out_trace(FILE *, const char *topic, const struct mq_trace *);
 
 /* input.c: records from a descriptor, with a deadline */
 struct mq_input {
@@ -421,5 +423,11 @@ void	 mq_lag_json(FILE *, const struct mq_lag *);
 void	 mq_lag_prometheus(FILE *, const struct mq_lag *);
 void	 mq_lag_topics(FILE *, struct mq_lag *, int json);
 void	 mq_lag_consumers(FILE *, struct mq *, const struct mq_lag *, int json);
+enum { MQ_LIM_LAG, MQ_LIM_AGE, MQ_LIM_DEAD, MQ_LIM_EXPIRED };
+void	 mq_lag_limit(int what, char *arg);
+int	 mq_lag_limits(void);
+int	 mq_lag_breached(const struct mq_lag *, const struct mq_lag_row *,
+	    int what);
+int	 mq_lag_check(FILE *, const struct mq_lag *);
 
 #endif
