@@ -209,14 +209,18 @@ mq_consumers(struct mq *q, const char *topic, const char *group,
 	return q->be->consumers(q, topic, group, out);
 }
 
-/* Releases the leases of consumers on this host whose process is gone. */
+/*
+ * Releases the leases of the group's consumers on this host whose process
+ * is gone.  (A group's own members look after it: what they would claim
+ * is what the dead one held.)
+ */
 void
-mq_reap(struct mq *q)
+mq_reap(struct mq *q, const char *topic, const char *group)
 {
 	char boot[40];
 
 	mq_boot_id(boot, sizeof boot);
-	q->be->reap(q, mq_hostname(), mq_consumer_gone, boot);
+	q->be->reap(q, topic, group, mq_hostname(), mq_consumer_gone, boot);
 }
 
 struct mq_waiter *

@@ -77,8 +77,12 @@ struct mq_backend {
 	void	(*leave)(struct mq *, int64_t);
 	int	(*consumers)(struct mq *, const char *, const char *,
 		    struct mq_consumer **);
-	/* releases and removes the consumers of host for which gone() says so */
-	int	(*reap)(struct mq *, const char *host,
+	/*
+	 * Releases and removes the consumers of a group on host for which
+	 * gone() says so.
+	 */
+	int	(*reap)(struct mq *, const char *topic, const char *group,
+		    const char *host,
 		    int (*gone)(const struct mq_consumer *, const char *),
 		    const char *boot);
 

@@ -6,9 +6,9 @@
  * Invariants:
  * - The waiter is made before the last look that found nothing, so a
  *   message sent in between wakes it (wait.c).
- * - Consumers of this host whose process died are looked for at the
- *   start and then at most once a second (mq_reap), so their leases come
- *   back at once.
+ * - Consumers of this group and host whose process died are looked for
+ *   at the start and then at most once a second (mq_reap), so their
+ *   leases come back at once.
  * - A registered consumer (member) beats every third of its lease, with
  *   its leases extended while handlers run (exec mode), and leaves at the
  *   end, which gives back whatever it still holds.
@@ -33,7 +33,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 	int k, want, running = 0, stopped = 0, status = 0;
 
 	mq_catch_stop();
-	mq_reap(q);
+	mq_reap(q, f->c.topic, f->c.group);
 	reaped = mq_now();
 	f->lease = f->c.lease;
 	if (f->member) {
@@ -57,7 +57,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			break;
 		now = mq_now();
 		if (now - reaped >= REAP_MS) {
-			mq_reap(q);
+			mq_reap(q, f->c.topic, f->c.group);
 			reaped = now;
 		}
 		next_due = INT64_MAX;

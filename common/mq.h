@@ -327,7 +327,7 @@ void	 mq_beat(struct mq *, int64_t id, int64_t lease_until);
 void	 mq_leave(struct mq *, int64_t id);
 int	 mq_consumers(struct mq *, const char *topic, const char *group,
 	    struct mq_consumer **out);
-void	 mq_reap(struct mq *);
+void	 mq_reap(struct mq *, const char *topic, const char *group);
 
 /* Waiting until a topic may have something new. */
 struct mq_waiter;

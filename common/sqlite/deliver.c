@@ -831,7 +831,7 @@ sq_leave(struct mq *mq, int64_t id)
 }
 
 static int
-count_gone(struct sq *q, const char *host,
+count_gone(struct sq *q, const char *const who[3],
     int (*gone)(const struct mq_consumer *, const char *), const char *boot,
     int release)
 {
@@ -839,7 +839,7 @@ count_gone(struct sq *q, const char *host,
 	int64_t topic;
 	int i, n, dead = 0;
 
-	n = sq_consumers_on(q, host, &c);
+	n = sq_consumers_on(q, who[0], who[1], who[2], &c);
 	for (i = 0; i < n; i++) {
 		if (!gone(&c[i], boot))
 			continue;
@@ -852,25 +852,26 @@ count_gone(struct sq *q, const char *host,
 }
 
 /*
- * Releases the leases of this host's consumers that are gone.  Reads
- * first, so the common case takes no write lock; then reads again under
- * the lock, since meanwhile another process may have reaped the same row
+ * Releases the leases of a group's consumers on this host that are gone.
+ * Reads first, so the common case takes no write lock; then reads again
+ * under the lock, since meanwhile another process may have reaped the same row
  * and a new consumer taken its id.
  */
 int
-sq_reap(struct mq *mq, const char *host,
+sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
     int (*gone)(const struct mq_consumer *, const char *), const char *boot)
 {
+	const char *who[3] = { topic, group, host };
 	struct sq *q = SQ(mq);
 	int n;
 
 	sq_begin_read(q);
-	n = count_gone(q, host, gone, boot, 0);
+	n = count_gone(q, who, gone, boot, 0);
 	sq_rollback(q);
 	if (!n)
 		return 0;
 	sq_begin(q);
-	n = count_gone(q, host, gone, boot, 1);
+	n = count_gone(q, who, gone, boot, 1);
 	sq_commit(q, SQ_LAZY);
 	return n;
 }

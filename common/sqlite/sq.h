@@ -100,8 +100,8 @@ void	 sq_stats(struct sq *, const struct mq_topic *, const struct mq_group *,
 int64_t	 sq_first_off(struct sq *, int64_t topic);
 int64_t	 sq_count_range(struct sq *, int64_t topic, int64_t from, int64_t to);
 void	 sq_msg_row(sqlite3_stmt *, struct mq_msg *);
-int	 sq_consumers_on(struct sq *, const char *host,
-	    struct mq_consumer **);
+int	 sq_consumers_on(struct sq *, const char *topic, const char *group,
+	    const char *host, struct mq_consumer **);
 
 /* deliver.c */
 struct sq_by {			/* who delivered an attempt, and when */
@@ -140,7 +140,7 @@ int64_t	 sq_join(struct mq *, const char *, const char *, int,
 	    const struct mq_consumer *, int64_t *);
 void	 sq_beat(struct mq *, int64_t, int64_t);
 void	 sq_leave(struct mq *, int64_t);
-int	 sq_reap(struct mq *, const char *,
+int	 sq_reap(struct mq *, const char *, const char *, const char *,
 	    int (*)(const struct mq_consumer *, const char *), const char *);
 
 int	 sq_read(struct mq *, const struct mq_read *, struct mq_msg *, int);

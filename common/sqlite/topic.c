@@ -604,14 +604,17 @@ sq_consumers(struct mq *mq, const char *topic, const char *group,
 	return n;
 }
 
-/* Consumers on a host, inside the caller's transaction (deliver.c). */
+/* A group's consumers on a host, in the caller's transaction (deliver.c). */
 int
-sq_consumers_on(struct sq *q, const char *host, struct mq_consumer **out)
+sq_consumers_on(struct sq *q, const char *topic, const char *group,
+    const char *host, struct mq_consumer **out)
 {
 	sqlite3_stmt *s = sq_stmt(q, "SELECT " CONSUMER_COLS " FROM consumer c "
 	    "JOIN grp g ON g.id = c.grp JOIN topic t ON t.id = g.topic "
-	    "WHERE c.host = ?");
+	    "WHERE t.name = ? AND g.name = ? AND c.host = ?");
 
-	sqlite3_bind_text(s, 1, host, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 1, topic, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, group, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, host, -1, SQLITE_STATIC);
 	return consumer_rows(q, s, out);
 }
