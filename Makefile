@@ -21,7 +21,7 @@ PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
 LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/policy.c common/backend.c common/follow.c common/exec.c \
 	common/out.c common/input.c common/table.c common/lag.c \
-	common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
+	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 HDRS = common/mq.h common/backend.h common/sqlite/sq.h

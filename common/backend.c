@@ -3,7 +3,7 @@
  * backend a database name asks for and passes each operation on to it
  * (the contract is in backend.h); what is the same for every backend is
  * here: finding the default database, who this process is when it joins
- * as a consumer, freeing results.
+ * as a consumer.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -240,31 +240,4 @@ mq_waiter_free(struct mq_waiter *w)
 {
 	if (w)
 		w->q->be->waiter_free(w);
-}
-
-void
-mq_msg_free(struct mq_msg *m)
-{
-	free(m->key);
-	free(m->body);
-	m->key = NULL;
-	m->body = NULL;
-}
-
-void
-mq_trace_free(struct mq_trace *tr)
-{
-	int i, k;
-
-	mq_msg_free(&tr->m);
-	for (i = 0; i < tr->n; i++) {
-		for (k = 0; k < tr->g[i].nev; k++) {
-			free(tr->g[i].ev[k].event);
-			free(tr->g[i].ev[k].host);
-			free(tr->g[i].ev[k].reason);
-		}
-		free(tr->g[i].ev);
-	}
-	free(tr->g);
-	memset(tr, 0, sizeof *tr);
 }

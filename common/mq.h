@@ -202,7 +202,6 @@ struct mq_msg {
 	uint32_t	token;
 	char		receipt[MQ_RECEIPT_MAX];
 };
-void	 mq_msg_free(struct mq_msg *);
 
 /* Appending: a batch of records, one transaction. */
 struct mq_rec {
@@ -296,7 +295,6 @@ struct mq_trace {
 };
 int	 mq_trace(struct mq *, const char *topic, int64_t off,
 	    struct mq_trace *);
-void	 mq_trace_free(struct mq_trace *);
 
 /*
  * Purging one topic: the first call plans (and with dry, only counts);
@@ -392,6 +390,8 @@ void	 mq_json_str(FILE *, const unsigned char *p, size_t n);
 void	 mq_base64(FILE *, const unsigned char *p, size_t n);
 void	 mq_rfc3339(int64_t ms, char *buf, size_t len);
 void	 mq_out_trace(FILE *, const char *topic, const struct mq_trace *);
+void	 mq_msg_free(struct mq_msg *);
+void	 mq_trace_free(struct mq_trace *);
 
 /* input.c: records from a descriptor, with a deadline */
 struct mq_input {

@@ -393,3 +393,32 @@ mq_out_trace(FILE *f, const char *topic, const struct mq_trace *tr)
 	for (i = 0; i < tr->n; i++)
 		trace_group(f, &tr->g[i]);
 }
+
+/* Freeing what the storage interface returns. */
+
+void
+mq_msg_free(struct mq_msg *m)
+{
+	free(m->key);
+	free(m->body);
+	m->key = NULL;
+	m->body = NULL;
+}
+
+void
+mq_trace_free(struct mq_trace *tr)
+{
+	int i, k;
+
+	mq_msg_free(&tr->m);
+	for (i = 0; i < tr->n; i++) {
+		for (k = 0; k < tr->g[i].nev; k++) {
+			free(tr->g[i].ev[k].event);
+			free(tr->g[i].ev[k].host);
+			free(tr->g[i].ev[k].reason);
+		}
+		free(tr->g[i].ev);
+	}
+	free(tr->g);
+	memset(tr, 0, sizeof *tr);
+}

@@ -1,7 +1,6 @@
 /*
- * open.c: the SQLite backend's front door: opening, creating and
- * migrating the database, statements, transactions, and the table of
- * operations.
+ * open.c: opening, creating and migrating the database, statements and
+ * transactions: what every operation of the SQLite backend stands on.
  *
  * Invariants:
  * - The file is ours when PRAGMA application_id is MQ_APPID; its
@@ -393,39 +392,6 @@ create_or_migrate(struct sq *q)
 	sq_commit(q, SQ_DURABLE);
 }
 
-static void sq_close(struct mq *);
-
-static const struct mq_backend sqlite_backend = {
-	.name = "sqlite",
-	.close = sq_close,
-	.topic_get = sq_topic_get,
-	.topic_list = sq_topic_list,
-	.topic_create = sq_topic_create,
-	.topic_conf = sq_topic_conf,
-	.topic_delete = sq_topic_delete,
-	.group_get = sq_group_get,
-	.group_conf = sq_group_conf,
-	.group_delete = sq_group_delete,
-	.snapshot = sq_snapshot,
-	.append = sq_append,
-	.claim = sq_claim,
-	.settle = sq_settle,
-	.read = sq_read,
-	.offset_at = sq_offset_at,
-	.move = sq_move,
-	.redrive = sq_redrive,
-	.trace = sq_trace,
-	.purge = sq_purge,
-	.vacuum = sq_vacuum,
-	.join = sq_join,
-	.beat = sq_beat,
-	.leave = sq_leave,
-	.consumers = sq_consumers,
-	.reap = sq_reap,
-	.waiter = sq_waiter,
-	.wait = sq_wait,
-	.waiter_free = sq_waiter_free,
-};
 
 static void
 free_sq(struct sq *q)
@@ -442,8 +408,9 @@ free_sq(struct sq *q)
 	free(q);
 }
 
+/* Opens (creates, migrates) the database; be: the table of operations. */
 struct mq *
-mq_sqlite_open(const char *path, int mode)
+sq_open(const char *path, int mode, const struct mq_backend *be)
 {
 	struct sq *q = mq_alloc(sizeof *q);
 	struct stat st;
@@ -451,7 +418,7 @@ mq_sqlite_open(const char *path, int mode)
 	int flags, rc;
 	const char *sync;
 
-	q->base.be = &sqlite_backend;
+	q->base.be = be;
 	q->shmfd = -1;
 	/* settings first: a usage error touches nothing */
 	q->busy_ms = busy_timeout();
@@ -518,8 +485,8 @@ mq_sqlite_open(const char *path, int mode)
 			mq_die(MQ_EX_NOINPUT, "database %s is empty", path);
 		/* an older file: upgrade it through a writable handle */
 		free_sq(q);
-		mq_close(mq_sqlite_open(path, MQ_WRITE));
-		return mq_sqlite_open(path, MQ_READ);
+		sq_close(sq_open(path, MQ_WRITE, be));
+		return sq_open(path, MQ_READ, be);
 	}
 	if (v < SCHEMA_VERSION && tables == 0)
 		wal_mode(q);
@@ -535,7 +502,7 @@ mq_sqlite_open(const char *path, int mode)
 	return &q->base;
 }
 
-static void
+void
 sq_close(struct mq *mq)
 {
 	free_sq(SQ(mq));

@@ -2,8 +2,8 @@
  * sq.h: private to the SQLite backend (common/sqlite/).  Nothing outside
  * this folder includes sqlite3.h.
  *
- * Files: open.c (finding, creating, migrating; transactions; the table of
- * operations), engine.c (the -mq file: writer queue, group commit,
+ * Files: sqlite.c (the table of operations), open.c (finding, creating,
+ * migrating; statements; transactions), engine.c (the -mq file: writer queue, group commit,
  * wake-ups), topic.c (topics, groups, their counts, consumers),
  * deliver.c (append, claim, settle), log.c (reading, moving, redriving,
  * tracing, purging), wait.c (waiting for a topic).
@@ -58,6 +58,8 @@ struct sq {
 #define SQ(q)	((struct sq *)(q))
 
 /* open.c */
+struct mq *sq_open(const char *path, int mode, const struct mq_backend *);
+void	 sq_close(struct mq *);
 void	 sq_die(struct sq *, const char *what) __attribute__((noreturn));
 sqlite3_stmt *sq_stmt(struct sq *, const char *sql);
 int	 sq_step(struct sq *, sqlite3_stmt *, const char *what);
@@ -113,7 +115,7 @@ void	 sq_history(struct sq *, int64_t grp, int64_t off, int attempt,
 	    const char *event, const char *reason, const struct sq_by *);
 int64_t	 sq_release(struct sq *, int64_t consumer, int64_t now);
 
-/* The operations, as open.c lists them in its table. */
+/* The operations, as sqlite.c lists them in its table. */
 int	 sq_topic_get(struct mq *, const char *, struct mq_topic *);
 int	 sq_topic_list(struct mq *, struct mq_topic **);
 int	 sq_topic_create(struct mq *, const char *,
