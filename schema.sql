@@ -3,7 +3,7 @@
 -- The build embeds this file; mq creates a new database with it and stamps
 -- PRAGMA user_version with the version below (the line "-- version: N" is
 -- read by the build).  Older files are brought up to date by the steps in
--- common/db.c; a file with a newer version is refused.
+-- common/sqlite/open.c; a file with a newer version is refused.
 --
 -- version: 3
 --

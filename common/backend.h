@@ -16,9 +16,10 @@
  *   for the pure ones named below).
  * - Writes that report success are durable when they return (committed
  *   and synced), except claims, heartbeats and consumer registrations: a
- *   lost claim only means the message is delivered again.  Whatever a
- *   read or claim returns is durable before it is returned, so nothing is
- *   printed that a power cut could take back.
+ *   lost claim only means the message is delivered again.  The messages a
+ *   read or claim returns are durable before they are returned, so no
+ *   message is printed that a power cut could take back (counts may still
+ *   include claims that a power cut would undo).
  * - The delivery rules (backoff, when a delivery becomes a dead letter and
  *   with which reason, lease maths) are not the backend's: it asks
  *   policy.c, which is pure.

@@ -33,8 +33,8 @@
  *
  * 3. Wake-ups per topic.  Each topic has a slot (its id modulo NSLOT) with
  *    a sequence number.  A writer bumps the slots of the topics it changed
- *    once its commit is durable, and wakes their sleepers (FUTEX_WAKE, only
- *    when the slot has waiters); a follower reads the number before it
+ *    once its commit is durable, and wakes their sleepers (FUTEX_WAKE); a
+ *    follower reads the number before it
  *    looks at the database and sleeps only while it is unchanged, so no
  *    wake is lost and a quiet topic costs its followers nothing.
  *
@@ -74,7 +74,7 @@ struct sq_shm {
 	uint64_t	syncs;		/* syncs done, for the curious */
 	uint32_t	spare[4];
 	struct {
-		uint32_t	seq, waiters;
+		uint32_t	seq, spare;
 	} slot[NSLOT];
 };
 
@@ -118,11 +118,16 @@ sq_engine_open(struct sq *q)
 	struct stat st;
 	uint32_t zero = 0;
 	mode_t mode = 0644;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
 	int fd;
 
 	snprintf(path, n + 4, "%s-mq", q->base.path);
-	if (stat(q->base.path, &st) == 0)
+	if (stat(q->base.path, &st) == 0) {
 		mode = st.st_mode & 0666;
+		uid = st.st_uid;
+		gid = st.st_gid;
+	}
 	q->shm_rw = 1;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0) {
@@ -134,6 +139,11 @@ sq_engine_open(struct sq *q)
 		goto none;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		goto close;
+	/* like SQLite's -wal and -shm: the database's bits and owner */
+	if (q->shm_rw && st.st_uid == geteuid() && (st.st_mode & 0777) != mode)
+		(void)fchmod(fd, mode);
+	if (q->shm_rw && geteuid() == 0 && (st.st_uid != uid || st.st_gid != gid))
+		(void)fchown(fd, uid, gid);
 	if ((size_t)st.st_size < sizeof *m && (!q->shm_rw ||
 	    ftruncate(fd, sizeof *m) < 0))
 		goto close;
@@ -292,6 +302,11 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 
 	if (q->sync != SQ_GROUP || !m || target == 0)
 		return;
+	if (!q->shm_rw) {	/* mapped read-only: no leader, sync alone */
+		if (LOAD(&m->synced) < target)
+			sync_wal(q);
+		return;
+	}
 	for (;;) {
 		if (LOAD(&m->synced) >= target)
 			return;
@@ -325,46 +340,34 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 }
 
 static uint32_t *
-slot_of(struct sq *q, int64_t topic, uint32_t **waiters)
+slot_of(struct sq *q, int64_t topic)
 {
-	size_t i = (size_t)((uint64_t)topic % NSLOT);
-
-	if (waiters)
-		*waiters = &q->shm->slot[i].waiters;
-	return &q->shm->slot[i].seq;
+	return &q->shm->slot[(uint64_t)topic % NSLOT].seq;
 }
 
-/* The followers of topic may have something to do: wake them. */
+/*
+ * The followers of topic may have something to do: wake them.  (Always a
+ * FUTEX_WAKE, a fraction of a microsecond with nobody asleep: a count of
+ * sleepers would miss the ones that cannot write the file to count
+ * themselves.)
+ */
 void
 sq_wake(struct sq *q, int64_t topic)
 {
-	uint32_t *seq, *waiters;
+	uint32_t *seq;
 
 	if (!q->shm_rw)
 		return;
-	seq = slot_of(q, topic, &waiters);
+	seq = slot_of(q, topic);
 	ADD(seq, 1);
-	if (LOAD(waiters))
-		futex_wake(seq);
+	futex_wake(seq);
 }
 
 /* The word a follower of topic sleeps on; NULL without the -mq file. */
 uint32_t *
 sq_slot(struct sq *q, int64_t topic)
 {
-	return q->shm ? slot_of(q, topic, NULL) : NULL;
-}
-
-void
-sq_slot_waiters(struct sq *q, int64_t topic, int add)
-{
-	uint32_t *waiters;
-
-	if (!q->shm_rw)
-		return;
-	slot_of(q, topic, &waiters);
-	if (add > 0 || LOAD(waiters) > 0)
-		ADD(waiters, (uint32_t)add);
+	return q->shm ? slot_of(q, topic) : NULL;
 }
 
 /* Sleeps while *slot == seen, at most ms; a signal ends it early. */

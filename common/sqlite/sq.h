@@ -86,7 +86,6 @@ uint64_t sq_commits_seen(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
 uint32_t *sq_slot(struct sq *, int64_t topic);
 void	 sq_slot_wait(struct sq *, uint32_t *slot, uint32_t seen, int64_t ms);
-void	 sq_slot_waiters(struct sq *, int64_t topic, int add);
 
 /* topic.c */
 int	 sq_topic_row(struct sq *, const char *name, struct mq_topic *);

@@ -52,7 +52,6 @@ sq_waiter(struct mq *mq, const char *topic)
 	if (sq_topic_get(mq, topic, &t))
 		w->topic = t.id;
 	if (w->topic && (w->slot = sq_slot(q, w->topic))) {
-		sq_slot_waiters(q, w->topic, 1);
 		w->seen = __atomic_load_n(w->slot, __ATOMIC_ACQUIRE);
 		poked = w->slot;
 		mq_on_signal(poke);
@@ -69,7 +68,6 @@ sq_waiter_free(struct mq_waiter *mw)
 	if (w->slot) {
 		mq_on_signal(NULL);
 		poked = NULL;
-		sq_slot_waiters(SQ(mw->q), w->topic, -1);
 	}
 	free(w);
 }
