@@ -508,13 +508,21 @@ sq_close(struct mq *mq)
 	free_sq(SQ(mq));
 }
 
+/* BEGIN, COMMIT and the like, prepared once: SQLITE_DONE or an error. */
+static int
+tx(struct sq *q, const char *sql)
+{
+	int rc = sqlite3_step(sq_stmt(q, sql));
+
+	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
 /* Write transactions queue first (engine.c), then take SQLite's lock. */
 void
 sq_begin(struct sq *q)
 {
 	sq_queue_enter(q);
-	if (sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
-	    SQLITE_OK) {
+	if (tx(q, "BEGIN IMMEDIATE") != SQLITE_DONE) {
 		sq_queue_leave(q);
 		sq_die(q, "cannot start write");
 	}
@@ -526,7 +534,8 @@ sq_begin(struct sq *q)
 void
 sq_begin_read(struct sq *q)
 {
-	sq_exec(q, "BEGIN", "cannot start read");
+	if (tx(q, "BEGIN") != SQLITE_DONE)
+		sq_die(q, "cannot start read");
 	q->in_tx = 1;
 	q->in_write = 0;
 }
@@ -572,7 +581,7 @@ sq_commit(struct sq *q, int how)
 	}
 	/* only durable commits are numbered: nobody waits for a lazy one */
 	seq = how == SQ_DURABLE ? sq_commit_begins(q) : 0;
-	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+	if (tx(q, "COMMIT") != SQLITE_DONE)
 		sq_die(q, "cannot commit");
 	q->in_tx = q->in_write = 0;
 	sq_commit_done(q, seq);
@@ -595,7 +604,7 @@ void
 sq_rollback(struct sq *q)
 {
 	if (q->in_tx)
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		tx(q, "ROLLBACK");
 	if (q->in_write)
 		sq_queue_leave(q);
 	q->in_tx = q->in_write = 0;
