@@ -63,6 +63,7 @@
 #define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
 #define SHM_VERSION	1
 #define NSLOT		16384
+#define CKPT_FRAMES	1000
 
 struct sq_shm {
 	uint32_t	magic, version;
@@ -72,7 +73,8 @@ struct sq_shm {
 	uint64_t	written;	/* the last commit done */
 	uint64_t	synced;		/* every commit up to here is on disk */
 	uint64_t	syncs;		/* syncs done, for the curious */
-	uint32_t	spare[4];
+	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
+	uint32_t	spare[3];
 	struct {
 		uint32_t	seq, spare;
 	} slot[NSLOT];
@@ -337,6 +339,31 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 				take = 1;
 		}
 	}
+}
+
+/*
+ * After a commit that left `frames` frames in the WAL: a passive
+ * checkpoint when the WAL has grown by CKPT_FRAMES since one last began,
+ * by one process (SQLite's own rule checkpoints after every commit once
+ * the WAL is past the mark, which under steady writes it stays: every
+ * writer then pays two more syncs).
+ */
+void
+sq_checkpoint(struct sq *q, int frames)
+{
+	uint32_t cur, last;
+
+	if (frames < CKPT_FRAMES)
+		return;
+	if (q->shm_rw) {
+		cur = LOAD(&q->shm->ckpt_at);
+		last = (uint32_t)frames < cur ? 0 : cur;  /* 0: WAL started over */
+		if ((uint32_t)frames < last + CKPT_FRAMES ||
+		    !CAS(&q->shm->ckpt_at, cur, (uint32_t)frames))
+			return;
+	}
+	sqlite3_wal_checkpoint_v2(q->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+	    NULL, NULL);
 }
 
 static uint32_t *

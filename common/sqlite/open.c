@@ -585,12 +585,9 @@ sq_commit(struct sq *q, int how)
 		sq_die(q, "cannot commit");
 	q->in_tx = q->in_write = 0;
 	sq_commit_done(q, seq);
+	sq_checkpoint(q, q->wal_frames);	/* in the queue: see engine.c */
+	q->wal_frames = 0;
 	sq_queue_leave(q);
-	if (q->wal_frames >= 1000) {
-		q->wal_frames = 0;
-		sqlite3_wal_checkpoint_v2(q->db, "main",
-		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-	}
 	if (how == SQ_DURABLE)
 		sq_durable(q, seq, 0);
 	else if (how == SQ_SEEN)

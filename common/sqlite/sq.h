@@ -84,6 +84,7 @@ void	 sq_commit_done(struct sq *, uint64_t seq);
 void	 sq_durable(struct sq *, uint64_t seq, int reader);
 uint64_t sq_commits_seen(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
+void	 sq_checkpoint(struct sq *, int frames);
 uint32_t *sq_slot(struct sq *, int64_t topic);
 void	 sq_slot_wait(struct sq *, uint32_t *slot, uint32_t seen, int64_t ms);
 
