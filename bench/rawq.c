@@ -114,7 +114,8 @@ insert(sqlite3_stmt *s, long long off)
 {
 	long long ts = now_ms();
 
-	snprintf(body + BODY_LEN - 10, 11, "%010lld", off % 10000000000LL);
+	snprintf(body + BODY_LEN - 10, 11, "%010llu",
+	    (unsigned long long)off % 10000000000ULL);
 	sqlite3_bind_int64(s, 1, off);
 	sqlite3_bind_int64(s, 2, ts);
 	sqlite3_bind_int64(s, 3, ts);
