@@ -68,6 +68,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			want = f->want(f, want);
 		if (!stopped && want > 0) {
 			k = mq_claim(q, &f->c, msgs, want, &next_due);
+			f->c.woken = 0;
 			f->taken += k;
 			if (k && f->got(f, msgs, k) < 0) {
 				status = -1;
@@ -97,7 +98,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			wake = f->until;
 		if (wake > reaped + REAP_MS)
 			wake = reaped + REAP_MS;
-		mq_wait(w, wake);
+		f->c.woken = mq_wait(w, wake) == 2;
 	}
 	if (f->member)
 		mq_leave(q, f->c.consumer);	/* gives back what is still held */

@@ -229,6 +229,8 @@ struct mq_claim {
 	int64_t		 lease;		/* ms; 0: the group's */
 	int		 autoack;
 	int64_t		 consumer;	/* 0: the lease belongs to the receipt */
+	int		 woken;		/* the topic just changed: skip the
+					   read that looks for nothing first */
 };
 int	 mq_claim(struct mq *, const struct mq_claim *, struct mq_msg *out,
 	    int max, int64_t *next_due);
@@ -327,7 +329,10 @@ int	 mq_consumers(struct mq *, const char *topic, const char *group,
 	    struct mq_consumer **out);
 void	 mq_reap(struct mq *, const char *topic, const char *group);
 
-/* Waiting until a topic may have something new. */
+/*
+ * Waiting until a topic may have something new: 2 a writer changed it, 1
+ * it may have changed (or a signal came), 0 the time came.
+ */
 struct mq_waiter;
 struct mq_waiter *mq_waiter_new(struct mq *, const char *topic);
 int	 mq_wait(struct mq_waiter *, int64_t until);

@@ -501,17 +501,22 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	k.c = c;
 	k.out = out;
 	k.max = max;
-	/* nothing to claim: learn it in one read, without the write lock */
-	sq_begin_read(q);
-	k.now = mq_now();
-	if (sq_need(q, c->topic, c->group, &k.t, &k.g) == 0 &&
-	    !claimable(q, &k.g, k.now)) {
-		if (next)
-			*next = next_due(q, &k.g, k.now);
+	/*
+	 * Nothing to claim: learn it in one read, without the write lock
+	 * (not worth it when the topic was just changed for us).
+	 */
+	if (!c->woken) {
+		sq_begin_read(q);
+		k.now = mq_now();
+		if (sq_need(q, c->topic, c->group, &k.t, &k.g) == 0 &&
+		    !claimable(q, &k.g, k.now)) {
+			if (next)
+				*next = next_due(q, &k.g, k.now);
+			sq_rollback(q);
+			return 0;
+		}
 		sq_rollback(q);
-		return 0;
 	}
-	sq_rollback(q);
 
 	sq_begin(q);
 	k.now = mq_now();

@@ -32,11 +32,13 @@
  *    and take over from a dead one (two syncs at once are harmless).
  *
  * 3. Wake-ups per topic.  Each topic has a slot (its id modulo NSLOT) with
- *    a sequence number.  A writer bumps the slots of the topics it changed
- *    once its commit is durable, and wakes their sleepers (FUTEX_WAKE); a
- *    follower reads the number before it
- *    looks at the database and sleeps only while it is unchanged, so no
- *    wake is lost and a quiet topic costs its followers nothing.
+ *    a sequence number and a count of sleepers.  A writer bumps the slots
+ *    of the topics it changed once its commit is durable, and wakes their
+ *    sleepers (FUTEX_WAKE, when the slot counts any: a killed sleeper
+ *    leaves the count one too high, which only costs a wake-up call).  A
+ *    follower reads the number before it looks at the database and sleeps
+ *    only while it is unchanged, so no wake is lost and a quiet topic
+ *    costs its followers nothing.
  *
  * The file holds no data: deleting it while no mq program runs loses
  * nothing.  All zeroes is a valid state, so concurrent creators need no
@@ -61,30 +63,39 @@
 #include "sq.h"
 
 #define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
-#define SHM_VERSION	1
+#define SHM_VERSION	2
 #define NSLOT		16384
 #define CKPT_FRAMES	1000
+#define RO_LOOK_MS	50	/* a sleeper that cannot count itself */
 
 struct sq_shm {
 	uint32_t	magic, version;
 	uint32_t	sync_word;	/* futex: bumped after every sync */
 	uint32_t	leader;		/* pid syncing now; 0: none */
+	uint32_t	sync_waiters;	/* asleep on sync_word */
+	uint32_t	pad;
 	uint64_t	writing;	/* the last commit begun */
 	uint64_t	written;	/* the last commit done */
 	uint64_t	synced;		/* every commit up to here is on disk */
 	uint64_t	syncs;		/* syncs done, for the curious */
 	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
-	uint32_t	spare[3];
+	uint32_t	spare[1];
 	struct {
-		uint32_t	seq, spare;
+		uint32_t	seq, waiters;
 	} slot[NSLOT];
 };
 
-#define LOAD(p)		__atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_ACQ_REL)
+/*
+ * Sequentially consistent throughout: a sleeper counts itself and then
+ * checks the word; a waker bumps the word and then checks the count.
+ * Each pair is a store then a load of another place, which only a full
+ * order keeps from passing each other.
+ */
+#define LOAD(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
 #define CAS(p, o, n)	__atomic_compare_exchange_n((p), &(o), (n), 0, \
-			    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
 
 static int
 futex_wait(uint32_t *w, uint32_t val, int64_t ms)
@@ -296,8 +307,9 @@ sync_wal(struct sq *q)
 void
 sq_durable(struct sq *q, uint64_t target, int reader)
 {
+	static uint32_t me;
 	struct sq_shm *m = q->shm;
-	uint32_t me = (uint32_t)getpid(), none, w, l;
+	uint32_t none, w, l;
 	uint64_t t;
 	int64_t since = 0;
 	int take = 0;
@@ -309,6 +321,8 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 			sync_wal(q);
 		return;
 	}
+	if (!me)
+		me = (uint32_t)getpid();
 	for (;;) {
 		if (LOAD(&m->synced) >= target)
 			return;
@@ -323,13 +337,17 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 			max_store(&m->synced, t);
 			STORE(&m->leader, 0);
 			ADD(&m->sync_word, 1);
-			futex_wake(&m->sync_word);
+			if (LOAD(&m->sync_waiters))
+				futex_wake(&m->sync_word);
 			if (t >= target || reader)
 				return;
 			take = 0;
 			continue;
 		}
-		if (futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT) {
+		ADD(&m->sync_waiters, 1);
+		l = futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
+		ADD(&m->sync_waiters, -1);
+		if (l) {
 			/* no sync finished in 100ms: is the leader still there? */
 			l = LOAD(&m->leader);
 			if (!since)
@@ -367,40 +385,59 @@ sq_checkpoint(struct sq *q, int frames)
 }
 
 static uint32_t *
-slot_of(struct sq *q, int64_t topic)
+slot_of(struct sq *q, int64_t topic, uint32_t **waiters)
 {
-	return &q->shm->slot[(uint64_t)topic % NSLOT].seq;
+	size_t i = (size_t)((uint64_t)topic % NSLOT);
+
+	if (waiters)
+		*waiters = &q->shm->slot[i].waiters;
+	return &q->shm->slot[i].seq;
 }
 
 /*
- * The followers of topic may have something to do: wake them.  (Always a
- * FUTEX_WAKE, a fraction of a microsecond with nobody asleep: a count of
- * sleepers would miss the ones that cannot write the file to count
- * themselves.)
+ * The followers of topic may have something to do: wake them, if any is
+ * asleep (a follower that may only read the file cannot say it is; it
+ * looks every 50ms instead: wait.c).
  */
 void
 sq_wake(struct sq *q, int64_t topic)
 {
-	uint32_t *seq;
+	uint32_t *seq, *waiters;
 
 	if (!q->shm_rw)
 		return;
-	seq = slot_of(q, topic);
+	seq = slot_of(q, topic, &waiters);
 	ADD(seq, 1);
-	futex_wake(seq);
+	if (LOAD(waiters))
+		futex_wake(seq);
 }
 
 /* The word a follower of topic sleeps on; NULL without the -mq file. */
 uint32_t *
 sq_slot(struct sq *q, int64_t topic)
 {
-	return q->shm ? slot_of(q, topic) : NULL;
+	return q->shm ? slot_of(q, topic, NULL) : NULL;
 }
 
-/* Sleeps while *slot == seen, at most ms; a signal ends it early. */
-void
-sq_slot_wait(struct sq *q, uint32_t *slot, uint32_t seen, int64_t ms)
+/*
+ * Sleeps while *slot == seen, at most ms; a signal ends it early.  It
+ * counts itself among the slot's sleepers, so writers wake it; returns
+ * 0 when it could not (the file is read-only here): then the caller
+ * sleeps only a short while.
+ */
+int
+sq_slot_wait(struct sq *q, int64_t topic, uint32_t *slot, uint32_t seen,
+    int64_t ms)
 {
-	(void)q;
+	uint32_t *waiters;
+
+	if (!q->shm_rw) {
+		futex_wait(slot, seen, ms < RO_LOOK_MS ? ms : RO_LOOK_MS);
+		return 0;
+	}
+	slot_of(q, topic, &waiters);
+	ADD(waiters, 1);
 	futex_wait(slot, seen, ms);
+	ADD(waiters, -1);
+	return 1;
 }

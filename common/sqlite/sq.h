@@ -3,10 +3,10 @@
  * this folder includes sqlite3.h.
  *
  * Files: sqlite.c (the table of operations), open.c (finding, creating,
- * migrating; statements; transactions), engine.c (the -mq file: writer queue, group commit,
- * wake-ups), topic.c (topics, groups, their counts, consumers),
- * deliver.c (append, claim, settle), log.c (reading, moving, redriving,
- * tracing, purging), wait.c (waiting for a topic).
+ * migrating; statements; transactions), engine.c (the -mq file: writer
+ * queue, group commit, wake-ups), topic.c (topics, groups, their counts,
+ * consumers), deliver.c (append, claim, settle), log.c (reading, moving,
+ * redriving, tracing, purging), wait.c (waiting for a topic).
  */
 #ifndef MQ_SQ_H
 #define MQ_SQ_H
@@ -86,7 +86,8 @@ uint64_t sq_commits_seen(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
 void	 sq_checkpoint(struct sq *, int frames);
 uint32_t *sq_slot(struct sq *, int64_t topic);
-void	 sq_slot_wait(struct sq *, uint32_t *slot, uint32_t seen, int64_t ms);
+int	 sq_slot_wait(struct sq *, int64_t topic, uint32_t *slot,
+	    uint32_t seen, int64_t ms);
 
 /* topic.c */
 int	 sq_topic_row(struct sq *, const char *name, struct mq_topic *);

@@ -73,9 +73,10 @@ sq_waiter_free(struct mq_waiter *mw)
 }
 
 /*
- * Returns 1 when the topic may have changed since the last return (or
- * the waiter's creation), 0 when `until` (ms since the epoch) came first,
- * A signal returns 1 too: the caller looks at mq_stop and its children.
+ * Returns 2 when a writer changed the topic since the last return (or the
+ * waiter's creation), 1 when it may have changed (a writer that is not
+ * mq; a signal: the caller looks at mq_stop and its children), 0 when
+ * `until` (ms since the epoch) came first.
  */
 int
 sq_wait(struct mq_waiter *mw, int64_t until)
@@ -91,7 +92,7 @@ sq_wait(struct mq_waiter *mw, int64_t until)
 		if (w->slot && (cur = __atomic_load_n(w->slot,
 		    __ATOMIC_ACQUIRE)) != w->seen) {
 			w->seen = cur;
-			return 1;
+			return 2;
 		}
 		now = mq_now();
 		if (now >= look) {
@@ -105,7 +106,7 @@ sq_wait(struct mq_waiter *mw, int64_t until)
 			return 0;
 		ms = (until < look ? until : look) - now;
 		if (w->slot) {
-			sq_slot_wait(q, w->slot, w->seen, ms);
+			sq_slot_wait(q, w->topic, w->slot, w->seen, ms);
 		} else {
 			ts.tv_sec = ms / 1000;
 			ts.tv_nsec = ms % 1000 * 1000000;
