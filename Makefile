@@ -18,9 +18,13 @@ DEPLIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay)
 
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
-LIBSRC = common/err.c common/parse.c common/db.c common/store.c \
-	common/deliver.c common/out.c common/input.c common/wait.c common/exec.c common/table.c common/lag.c
+LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
+	common/policy.c common/backend.c common/follow.c common/exec.c \
+	common/out.c common/input.c common/table.c common/lag.c \
+	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
+	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
+HDRS = common/mq.h common/backend.h common/sqlite/sq.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
 
@@ -47,7 +51,8 @@ $(B)/schema.h: schema.sql
 	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' schema.sql; \
 	  printf ';\n'; } > $@
 
-$(B)/%.o: common/%.c common/mq.h common/db.h $(B)/schema.h
+$(B)/%.o: common/%.c $(HDRS) $(B)/schema.h
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPCFLAGS) -I$(B) -Icommon -c -o $@ $<
 
 $(B)/libmq.a: $(LIBOBJ)

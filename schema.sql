@@ -3,9 +3,9 @@
 -- The build embeds this file; mq creates a new database with it and stamps
 -- PRAGMA user_version with the version below (the line "-- version: N" is
 -- read by the build).  Older files are brought up to date by the steps in
--- common/db.c; a file with a newer version is refused.
+-- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 2
+-- version: 3
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -83,6 +83,8 @@ CREATE TABLE grp (
 --   state 1: leased until due, by receipt token (and consumer, if local)
 --   state 2: dead letter, with reason
 -- attempt counts deliveries made; expired counts leases that ran out.
+-- Since version 3: since, host and pid say when and by whom the current
+-- attempt was delivered (history gets them when the attempt ends).
 CREATE TABLE delivery (
 	grp		INTEGER NOT NULL,
 	off		INTEGER NOT NULL,
@@ -94,6 +96,9 @@ CREATE TABLE delivery (
 	consumer	INTEGER,
 	key		TEXT,
 	reason		TEXT,
+	since		INTEGER,
+	host		TEXT,
+	pid		INTEGER,
 	PRIMARY KEY (grp, off)
 ) WITHOUT ROWID;
 CREATE INDEX delivery_due ON delivery (grp, due) WHERE state < 2;
@@ -114,16 +119,38 @@ CREATE TABLE consumer (
 	seen		INTEGER NOT NULL
 );
 
--- Delivery history for --trace: one row per event of a delivery.  Rows go
--- when their message is purged.
+-- Delivery history for --trace (since version 3): one row per attempt
+-- that ended (acked, failed, expired, released, dead) with when and by
+-- whom it was delivered, and one per redrive.  Written once, when the
+-- attempt ends, in the order deliveries settle: a delivery costs one row,
+-- appended.  n orders the rows of one millisecond.  Rows go when their
+-- message is purged.
 CREATE TABLE history (
 	grp		INTEGER NOT NULL,
 	off		INTEGER NOT NULL,
-	ts		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,	-- when it ended
+	n		INTEGER NOT NULL,
 	attempt		INTEGER NOT NULL,
 	event		TEXT NOT NULL,
-	host		TEXT,
+	host		TEXT,			-- who ended it
 	pid		INTEGER,
-	reason		TEXT
-);
-CREATE INDEX history_msg ON history (grp, off);
+	reason		TEXT,
+	since		INTEGER,		-- when it was delivered
+	dhost		TEXT,			-- and by whom
+	dpid		INTEGER,
+	PRIMARY KEY (grp, off, ts, n)
+) WITHOUT ROWID;
+
+-- Every event of every delivery, one per row, in order by (ts, k, n):
+-- deliveries (from history and the leases running now) and how they
+-- ended.  What mq-replay --trace prints; handy with sqlite3.
+CREATE VIEW events AS
+	SELECT grp, off, since AS ts, 0 AS k, n, attempt, 'delivered' AS event,
+	    dhost AS host, dpid AS pid, NULL AS reason
+	    FROM history WHERE since IS NOT NULL
+	UNION ALL
+	SELECT grp, off, ts, 1, n, attempt, event, host, pid, reason
+	    FROM history
+	UNION ALL
+	SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, NULL
+	    FROM delivery WHERE state = 1 AND since IS NOT NULL;

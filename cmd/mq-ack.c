@@ -18,49 +18,42 @@
 
 #define BATCH_MAX	1000
 
-static struct mq_settle how;
+static struct mq_settle how;	/* the outcome for every receipt */
 static int status;
 
-static void
-usage(FILE *f, int st)
-{
-	fprintf(f, "usage: mq-ack [-d FILE] [RECEIPT ...]\n"
-	    "       mq-ack [-d FILE] --fail [--delay DUR] [--reason TEXT] "
-	    "[RECEIPT ...]\n"
-	    "       mq-ack [-d FILE] --dead [--reason TEXT] [RECEIPT ...]\n"
-	    "       mq-ack [-d FILE] --extend DUR [RECEIPT ...]\n");
-	exit(st);
-}
+static const char synopsis[] =
+    "usage: mq-ack [-d FILE] [RECEIPT ...]\n"
+    "       mq-ack [-d FILE] --fail [--delay DUR] [--reason TEXT] "
+    "[RECEIPT ...]\n"
+    "       mq-ack [-d FILE] --dead [--reason TEXT] [RECEIPT ...]\n"
+    "       mq-ack [-d FILE] --extend DUR [RECEIPT ...]\n";
 
+/* Settles a batch in one transaction; then says what did not apply. */
 static void
-apply(struct mq *q, struct mq_receipt *r, char **text, size_t n)
+apply(struct mq *q, struct mq_settle *s, char **text, size_t n)
 {
 	size_t i;
-	int rc;
 
-	if (n == 0)
-		return;
-	mq_begin(q);
+	mq_settle(q, s, n);
 	for (i = 0; i < n; i++) {
-		rc = mq_settle(q, &r[i], &how);
-		if (rc == MQ_STALE || rc == MQ_UNKNOWN) {
+		if (s[i].result == MQ_STALE || s[i].result == MQ_UNKNOWN) {
 			status = MQ_EX_NONE;
 			mq_warn("%s receipt %s: nothing changed",
-			    rc == MQ_STALE ? "stale" : "unknown", text[i]);
-		} else if (rc == MQ_WENT_DEAD) {
+			    s[i].result == MQ_STALE ? "stale" : "unknown",
+			    text[i]);
+		} else if (s[i].result == MQ_WENT_DEAD) {
 			mq_warn("%s: attempts exhausted: now a dead letter",
 			    text[i]);
 		}
-	}
-	mq_commit(q);
-	for (i = 0; i < n; i++)
 		free(text[i]);
+	}
 }
 
 static void
-parse(const char *s, struct mq_receipt *r)
+parse(const char *s, struct mq_settle *st)
 {
-	if (mq_parse_receipt(s, r) < 0)
+	*st = how;
+	if (mq_parse_receipt(s, &st->r) < 0)
 		mq_die(MQ_EX_DATAERR, "malformed receipt '%.*s': want "
 		    "TOPIC:GROUP:OFFSET:ATTEMPT:TOKEN as mq-recv prints it",
 		    300, s);
@@ -69,7 +62,7 @@ parse(const char *s, struct mq_receipt *r)
 static void
 from_stdin(struct mq *q)
 {
-	struct mq_receipt *r = mq_array(NULL, BATCH_MAX, sizeof *r);
+	struct mq_settle *r = mq_array(NULL, BATCH_MAX, sizeof *r);
 	char **text = mq_array(NULL, BATCH_MAX, sizeof *text);
 	struct mq_input in;
 	int64_t until = -1;
@@ -131,7 +124,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dbpath = NULL;
-	struct mq_receipt *r;
+	struct mq_settle *r;
 	char **text;
 	struct mq *q;
 	int c, i, modes = 0, delay = 0;
@@ -159,9 +152,9 @@ main(int argc, char *argv[])
 				    "1000 bytes");
 			how.reason = optarg;
 			break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;

@@ -6,7 +6,7 @@
  * Read-only: it opens the database read-only, reads one snapshot per
  * frame, and takes no write lock.  Its cost follows the number of topics,
  * groups and unsettled deliveries, not the number of messages: see
- * mq_group_stats in common/store.c.
+ * sq_stats in common/sqlite/topic.c.
  */
 #include <getopt.h>
 #include <poll.h>
@@ -17,98 +17,16 @@
 
 #include "mq.h"
 
-
-struct limit {
-	int		 what;		/* LAG AGE DEAD EXPIRED */
-	char		*topic, *group;	/* NULL: any */
-	int64_t		 value;
-};
-enum { LAG, AGE, DEAD, EXPIRED };
-static const char *limit_names[] = { "lag", "age", "dead", "expired" };
-
 static struct mq_lag lag;
-static struct limit *limits;
-static int nlimits;
 
-static void
-usage(FILE *f, int status)
-{
-	fprintf(f, "usage: mq-lag [-q] [-d FILE] [--json | --prometheus] "
-	    "[--topics | --consumers]\n"
-	    "              [--max-lag [[TOPIC/]GROUP=]N] [--max-age "
-	    "[[TOPIC/]GROUP=]DUR]\n"
-	    "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
-	    "[[TOPIC/]GROUP=]N]\n"
-	    "              [--watch [DUR]] [TOPIC [GROUP]]\n");
-	exit(status);
-}
-
-static void
-add_limit(int what, char *arg)
-{
-	struct limit *l;
-	char *eq = strrchr(arg, '='), *slash, *v = arg;
-
-	limits = mq_array(limits, nlimits + 1, sizeof *limits);
-	l = &limits[nlimits++];
-	memset(l, 0, sizeof *l);
-	l->what = what;
-	if (eq) {
-		*eq = '\0';
-		v = eq + 1;
-		if ((slash = strchr(arg, '/'))) {
-			*slash = '\0';
-			l->topic = (char *)mq_name_arg(arg, "topic");
-			arg = slash + 1;
-		}
-		l->group = (char *)mq_name_arg(arg, "group");
-	}
-	if (what == AGE)
-		l->value = mq_duration_arg(v, "age");
-	else
-		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
-}
-
-static int64_t
-measure(const struct mq_lag_row *r, int what)
-{
-	switch (what) {
-	case LAG: return r->s.lag;
-	case AGE: return mq_lag_age(&lag, r);
-	case DEAD: return r->s.dead;
-	default: return r->s.expired;
-	}
-}
-
-/* The most specific limit of a kind for a row, or NULL. */
-static const struct limit *
-limit_for(const struct mq_lag_row *r, int what)
-{
-	const struct limit *best = NULL;
-	int i, score, top = -1;
-
-	for (i = 0; i < nlimits; i++) {
-		const struct limit *l = &limits[i];
-
-		if (l->what != what || (l->group && strcmp(l->group, r->g.name)) ||
-		    (l->topic && strcmp(l->topic, r->t.name)))
-			continue;
-		score = (l->group != NULL) + (l->topic != NULL);
-		if (score >= top) {
-			top = score;
-			best = l;
-		}
-	}
-	return best;
-}
-
-static int
-breached(const struct mq_lag_row *r, int what)
-{
-	const struct limit *l = r->has_group ? limit_for(r, what) : NULL;
-
-	return l && measure(r, what) > l->value;
-}
+static const char synopsis[] =
+    "usage: mq-lag [-q] [-d FILE] [--json | --prometheus] "
+    "[--topics | --consumers]\n"
+    "              [--max-lag [[TOPIC/]GROUP=]N] [--max-age "
+    "[[TOPIC/]GROUP=]DUR]\n"
+    "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
+    "[[TOPIC/]GROUP=]N]\n"
+    "              [--watch [DUR]] [TOPIC [GROUP]]\n";
 
 static void
 table(int watch)
@@ -148,10 +66,10 @@ table(int watch)
 			mq_human_count(r->s.consumers, c[11], 32);
 			snprintf(c[12], 32, "%.1f", r->in);
 			snprintf(c[13], 32, "%.1f", r->out);
-			hot[4] = breached(r, LAG);
-			hot[6] = breached(r, EXPIRED);
+			hot[4] = mq_lag_breached(&lag, r, MQ_LIM_LAG);
+			hot[6] = mq_lag_breached(&lag, r, MQ_LIM_EXPIRED);
 			hot[9] = r->s.dead > 0;
-			hot[10] = breached(r, AGE);
+			hot[10] = mq_lag_breached(&lag, r, MQ_LIM_AGE);
 		}
 		mq_table_add(tb, cells, hot);
 	}
@@ -159,42 +77,6 @@ table(int watch)
 	mq_table_free(tb);
 }
 
-
-/* One line per breach, on f; returns how many. */
-static int
-check(FILE *f)
-{
-	char v[32], l[32];
-	int i, w, n = 0;
-
-	for (i = 0; i < lag.n; i++) {
-		for (w = LAG; w <= EXPIRED; w++) {
-			const struct limit *lim;
-
-			if (!lag.rows[i].has_group || !breached(&lag.rows[i], w))
-				continue;
-			lim = limit_for(&lag.rows[i], w);
-			if (w == AGE && mq_lag_age(&lag, &lag.rows[i]) < 60000) {
-				/* to the ms: 1.0s > 1.0s would read as no breach */
-				snprintf(v, sizeof v, "%.3fs",
-				    mq_lag_age(&lag, &lag.rows[i]) / 1e3);
-				mq_format_duration(lim->value, l, sizeof l);
-			} else if (w == AGE) {
-				mq_human_age(mq_lag_age(&lag, &lag.rows[i]), v, sizeof v);
-				mq_format_duration(lim->value, l, sizeof l);
-			} else {
-				snprintf(v, sizeof v, "%lld",
-				    (long long)measure(&lag.rows[i], w));
-				snprintf(l, sizeof l, "%lld",
-				    (long long)lim->value);
-			}
-			fprintf(f, "%s/%s: %s %s > %s\n", lag.rows[i].t.name,
-			    lag.rows[i].g.name, limit_names[w], v, l);
-			n++;
-		}
-	}
-	return n;
-}
 
 static struct termios saved_tty;
 static int tty_raw;
@@ -215,7 +97,7 @@ static void
 watch(struct mq *q, int64_t every)
 {
 	struct termios raw;
-	struct pollfd pfd[2];
+	struct pollfd pfd[1];
 	struct mq_lag_row *prev = NULL;
 	int nprev = 0, i, k;
 	int64_t then = 0;
@@ -257,9 +139,8 @@ watch(struct mq *q, int64_t every)
 		then = lag.now;
 		pfd[0].fd = tty_raw ? 0 : -1;
 		pfd[0].events = POLLIN;
-		pfd[1].fd = mq_stop_fd();
-		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, (int)every) > 0 && (pfd[0].revents & POLLIN) &&
+		/* a signal ends the poll early: no SA_RESTART (sig.c) */
+		if (poll(pfd, 1, (int)every) > 0 && (pfd[0].revents & POLLIN) &&
 		    read(0, &c, 1) == 1 && (c == 'q' || c == 'Q'))
 			break;
 	}
@@ -299,10 +180,10 @@ main(int argc, char *argv[])
 		case 'P': mode = 'P'; break;
 		case 'T': view = 'T'; break;
 		case 'C': view = 'C'; break;
-		case 'l': add_limit(LAG, optarg); break;
-		case 'a': add_limit(AGE, optarg); break;
-		case 'x': add_limit(DEAD, optarg); break;
-		case 'e': add_limit(EXPIRED, optarg); break;
+		case 'l': mq_lag_limit(MQ_LIM_LAG, optarg); break;
+		case 'a': mq_lag_limit(MQ_LIM_AGE, optarg); break;
+		case 'x': mq_lag_limit(MQ_LIM_DEAD, optarg); break;
+		case 'e': mq_lag_limit(MQ_LIM_EXPIRED, optarg); break;
 		case 'w':
 			every = 2000;
 			if (optarg)
@@ -315,15 +196,15 @@ main(int argc, char *argv[])
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc > 2)
-		usage(stderr, MQ_EX_USAGE);
+		mq_usage(stderr, synopsis, MQ_EX_USAGE);
 	if (argc > 0)
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
@@ -331,7 +212,7 @@ main(int argc, char *argv[])
 	if (every >= 0 && (mode || view))
 		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");
-	if (nlimits && view)
+	if (mq_lag_limits() && view)
 		mq_die(MQ_EX_USAGE, "thresholds apply to groups: not with "
 		    "--topics or --consumers");
 	if (mode == 'P' && view)
@@ -346,7 +227,7 @@ main(int argc, char *argv[])
 		return mq_finish();
 	}
 	mq_lag_collect(q, &lag);
-	if (nlimits)
+	if (mq_lag_limits())
 		breaches = 0;
 	if (!quiet) {
 		if (view == 'T')
@@ -361,8 +242,8 @@ main(int argc, char *argv[])
 			table(0);
 	}
 	/* machine formats stay parseable: breaches go to stderr then */
-	if (nlimits)
-		breaches = check(mode && !quiet ? stderr : stdout);
+	if (mq_lag_limits())
+		breaches = mq_lag_check(mode && !quiet ? stderr : stdout, &lag);
 	mq_close(q);
 	c = mq_finish();
 	return c ? c : breaches ? MQ_EX_NONE : 0;

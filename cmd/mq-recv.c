@@ -14,18 +14,27 @@
 
 #include "mq.h"
 
-#define CHUNK	256
+static const char synopsis[] =
+    "usage: mq-recv [-0Af] [-d FILE] [-g GROUP] [-n N] [-w DUR] "
+    "[--lease DUR]\n"
+    "               [--json | --format FMT] [--from latest] TOPIC\n"
+    "       mq-recv [-f] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
+    "[--lease DUR]\n"
+    "               TOPIC -- COMMAND [ARG ...]\n";
 
-static void
-usage(FILE *f, int status)
+static struct mq_out o;
+
+/* Prints a claimed batch; a write error ends the run. */
+static int
+print(struct mq_follow *f, struct mq_msg *m, int n)
 {
-	fprintf(f, "usage: mq-recv [-0Af] [-d FILE] [-g GROUP] [-n N] [-w DUR] "
-	    "[--lease DUR]\n"
-	    "               [--json | --format FMT] [--from latest] TOPIC\n"
-	    "       mq-recv [-f] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
-	    "[--lease DUR]\n"
-	    "               TOPIC -- COMMAND [ARG ...]\n");
-	exit(status);
+	int i;
+
+	for (i = 0; i < n; i++) {
+		mq_out_msg(stdout, &o, &m[i]);
+		mq_msg_free(&m[i]);
+	}
+	return fflush(stdout) == EOF ? -1 : 0;
 }
 
 int
@@ -49,29 +58,25 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dbpath = NULL;
-	struct mq_claim cl;
-	struct mq_exec x;
-	struct mq_out o;
-	struct mq_msg *msgs;
-	struct mq_waiter *w = NULL;
+	struct mq_follow f;
+	struct mq_claim *cl = &f.c;
 	struct mq *q;
-	int64_t wait = 0, next_due, until, now, member = 0, beat;
-	long limit = -1, got = 0;
-	int c, i, k, jobs = 1, follow = 0, want, status;
+	int64_t wait = 0;
+	long limit = -1;
+	int c, jobs = 1, status;
 
 	mq_setprog(argv[0]);
-	memset(&cl, 0, sizeof cl);
-	memset(&o, 0, sizeof o);
-	cl.group = "default";
+	memset(&f, 0, sizeof f);
+	cl->group = "default";
 	o.mode = MQ_OUT_LINE;
 	while ((c = getopt_long(argc, argv, "+0Ad:fg:hj:n:Vw:", opts,
 	    NULL)) != -1) {
 		switch (c) {
 		case '0': o.mode = MQ_OUT_NUL; break;
-		case 'A': cl.autoack = 1; break;
+		case 'A': cl->autoack = 1; break;
 		case 'd': dbpath = optarg; break;
-		case 'f': follow = 1; break;
-		case 'g': cl.group = mq_name_arg(optarg, "group"); break;
+		case 'f': f.follow = 1; break;
+		case 'g': cl->group = mq_name_arg(optarg, "group"); break;
 		case 'j': jobs = (int)mq_num_arg(optarg, 1, 1024, "job count");
 			  break;
 		case 'n': limit = (long)mq_num_arg(optarg, 0, 1000000000,
@@ -79,8 +84,8 @@ main(int argc, char *argv[])
 			  break;
 		case 'w': wait = mq_duration_arg(optarg, "wait"); break;
 		case 'l':
-			cl.lease = mq_duration_arg(optarg, "lease");
-			if (cl.lease < 1)
+			cl->lease = mq_duration_arg(optarg, "lease");
+			if (cl->lease < 1)
 				mq_die(MQ_EX_USAGE, "invalid lease: must be "
 				    "above zero");
 			break;
@@ -94,26 +99,26 @@ main(int argc, char *argv[])
 			break;
 		case 'r':
 			if (!strcmp(optarg, "latest"))
-				cl.latest = 1;
+				cl->latest = 1;
 			else if (strcmp(optarg, "earliest"))
 				mq_die(MQ_EX_USAGE, "invalid --from '%s': want "
 				    "earliest or latest", optarg);
 			break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		usage(stderr, MQ_EX_USAGE);
+		mq_usage(stderr, synopsis, MQ_EX_USAGE);
 	if (limit < 0)
-		limit = follow ? 0 : 1;	/* -f follows for ever unless -n */
-	cl.topic = o.topic = mq_name_arg(argv[0], "topic");
-	o.group = cl.group;
-	o.with_receipt = !cl.autoack;
-	if (cl.autoack && o.mode == MQ_OUT_LINE)
+		limit = f.follow ? 0 : 1;	/* -f follows for ever unless -n */
+	cl->topic = o.topic = mq_name_arg(argv[0], "topic");
+	o.group = cl->group;
+	o.with_receipt = !cl->autoack;
+	if (cl->autoack && o.mode == MQ_OUT_LINE)
 		o.mode = MQ_OUT_BODY;
 	if (argc > 1 && strcmp(argv[1], "--"))
 		mq_die(MQ_EX_USAGE, "unexpected argument '%s' (a command goes "
@@ -122,71 +127,25 @@ main(int argc, char *argv[])
 		mq_die(MQ_EX_USAGE, "no command after --");
 	if (argc == 1 && jobs > 1)
 		mq_die(MQ_EX_USAGE, "-j needs a command");
-	if (argc > 2 && cl.autoack)
+	if (argc > 2 && cl->autoack)
 		mq_die(MQ_EX_USAGE, "-A does not go with a command: the "
 		    "command's exit status settles");
 
 	q = mq_open(dbpath, MQ_WRITE);
-	until = mq_now() + wait;
+	f.limit = limit;
+	f.until = mq_now() + wait;
 	if (argc > 2) {
-		memset(&x, 0, sizeof x);
-		x.argv = argv + 2;
-		x.jobs = jobs;
-		x.limit = limit;
-		x.follow = follow;
-		x.until = until;
-		status = mq_exec_run(q, &cl, &x);
+		status = mq_exec_run(q, &f, argv + 2, jobs);
 		mq_close(q);
 		return status ? status : mq_finish();
 	}
-
-	mq_catch_stop();
-	msgs = mq_array(NULL, CHUNK, sizeof *msgs);
-	if (follow || wait)
-		w = mq_waiter_new(q);
-	if (follow)	/* listed by mq-lag --consumers; its leases stay the receipts' */
-		member = mq_consumer_join(q, cl.topic, cl.group, cl.latest,
-		    NULL);
-	beat = mq_now() + 10000;
-	while (!mq_stop) {
-		want = CHUNK;
-		if (limit && limit - got < want)
-			want = (int)(limit - got);
-		k = mq_claim(q, &cl, msgs, want, &next_due);
-		for (i = 0; i < k; i++) {
-			mq_out_msg(stdout, &o, &msgs[i]);
-			mq_msg_free(&msgs[i]);
-		}
-		if (k && fflush(stdout) == EOF)
-			break;
-		got += k;
-		if (limit && got >= limit)
-			break;
-		if (k == want)
-			continue;
-		/* nothing more now: wait, or stop */
-		now = mq_now();
-		if (got && !follow)
-			break;
-		if (!follow && now >= until)
-			break;
-		if (!follow && next_due > until)
-			next_due = until;
-		if (next_due > now + 1000)
-			next_due = now + 1000;	/* look for dead consumers */
-		if (member && now >= beat) {
-			mq_consumer_heartbeat(q, member, 0);
-			beat = now + 10000;
-		}
-		mq_wait(w, next_due, mq_stop_fd());
-	}
-	if (member)
-		mq_consumer_leave(q, member);
-	mq_waiter_free(w);
-	free(msgs);
+	/* listed by mq-lag --consumers; its leases stay the receipts' */
+	f.member = f.follow;
+	f.first = 1;
+	f.got = print;
+	c = mq_follow(q, &f);
 	mq_close(q);
-	status = mq_finish();
-	if (status)
-		return status;
-	return got || mq_stop ? 0 : MQ_EX_NONE;
+	if ((status = mq_finish()) || c < 0)
+		return status ? status : MQ_EX_IOERR;
+	return f.taken || mq_stop ? 0 : MQ_EX_NONE;
 }

@@ -23,255 +23,139 @@ static int64_t *offsets, trace_off;
 static int noffsets, follow, dry, where;	/* where: 1 earliest, 2 latest */
 static long limit;
 
-static void
-usage(FILE *f, int status)
-{
-	fprintf(f, "usage: mq-replay [-0f] [-d FILE] [--from-offset N] "
-	    "[--to-offset N] [--since TIME]\n"
-	    "                 [--until TIME] [-k KEY] [-n N] "
-	    "[--json | --format FMT] TOPIC\n"
-	    "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME "
-	    "| --shift N |\n"
-	    "                 --earliest | --latest] TOPIC\n"
-	    "       mq-replay -g GROUP [--dry-run] --dead [--offset N ...] TOPIC\n"
-	    "       mq-replay --trace OFFSET TOPIC\n");
-	exit(status);
-}
+static const char synopsis[] =
+    "usage: mq-replay [-0f] [-d FILE] [--from-offset N] [--to-offset N] "
+    "[--since TIME]\n"
+    "                 [--until TIME] [-k KEY] [-n N] "
+    "[--json | --format FMT] TOPIC\n"
+    "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME "
+    "| --shift N |\n"
+    "                 --earliest | --latest] TOPIC\n"
+    "       mq-replay -g GROUP [--dry-run] --dead [--offset N ...] TOPIC\n"
+    "       mq-replay --trace OFFSET TOPIC\n";
 
 static int
 read_log(struct mq *q, const char *name, const struct mq_out *o)
 {
 	struct mq_msg *m = mq_array(NULL, CHUNK, sizeof *m);
 	struct mq_waiter *w = NULL;
-	struct mq_topic t;
+	struct mq_read rd = { name, key, from, to };
 	long got = 0;
 	int i, n, want;
 
-	if (follow)
-		w = mq_waiter_new(q);
-	if (!mq_topic_get(q, name, &t))
-		mq_die(MQ_EX_NOINPUT, "no such topic: %s", name);
 	if (since >= 0) {
-		int64_t off = mq_store_offset_at(q, &t, since);
+		int64_t off = mq_offset_at(q, name, since);
 
-		if (off > from)
-			from = off;
+		mq_check((int)(off < 0 ? off : 0), name, NULL);
+		if (off > rd.from)
+			rd.from = off;
 	}
 	while (!mq_stop) {
 		want = CHUNK;
 		if (limit && limit - got < want)
 			want = (int)(limit - got);
-		n = mq_store_read(q, &t, from, to, key, m, want);
+		if ((n = mq_read(q, &rd, m, want)) < 0) {
+			if (got || w)
+				break;	/* deleted under us */
+			mq_check(n, name, NULL);
+		}
 		for (i = 0; i < n; i++) {
 			if (until >= 0 && m[i].ts > until) {
-				to = 0;	/* past the end: stop */
+				rd.to = 0;	/* past the end: stop */
 				break;
 			}
 			mq_out_msg(stdout, o, &m[i]);
-			from = m[i].off + 1;
+			rd.from = m[i].off + 1;
 			got++;
 		}
 		for (i = 0; i < n; i++)
 			mq_msg_free(&m[i]);
-		if (fflush(stdout) == EOF || to == 0 || from > to ||
+		if (fflush(stdout) == EOF || rd.to == 0 || rd.from > rd.to ||
 		    (limit && got >= limit))
 			break;
 		if (n == want)
 			continue;
 		if (!follow)
 			break;
-		mq_wait(w, INT64_MAX, mq_stop_fd());
-		if (!mq_topic_get(q, name, &t))
-			break;	/* deleted under us */
+		if (!w) {	/* made before one more look: nothing is missed */
+			w = mq_waiter_new(q, name);
+			continue;
+		}
+		mq_wait(w, INT64_MAX);
 	}
 	mq_waiter_free(w);
 	free(m);
 	return got || follow ? 0 : MQ_EX_NONE;
 }
 
-static void
-need(struct mq *q, const char *name, struct mq_topic *t, struct mq_group *g)
-{
-	if (!mq_topic_get(q, name, t))
-		mq_die(MQ_EX_NOINPUT, "no such topic: %s", name);
-	if (g && !mq_group_get(q, t, group, g))
-		mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", name, group);
-}
-
 static int
 move(struct mq *q, const char *name)
 {
-	struct mq_topic t;
-	struct mq_group g;
-	int64_t pos, again, skipped, cancelled, first;
-	int moved_by_shift = 0;
+	struct mq_move m;
+	struct mq_moved r;
 
-	if (dry)
-		mq_begin_read(q);
-	else
-		mq_begin(q);
-	need(q, name, &t, &g);
+	memset(&m, 0, sizeof m);
+	m.dry = dry;
 	if (where == 1)
-		pos = 1;
+		m.to = MQ_TO_EARLIEST;
 	else if (where == 2)
-		pos = t.next_off;
-	else if (since >= 0)
-		pos = mq_store_offset_at(q, &t, since);
-	else if (from)
-		pos = from;
-	else {
-		pos = g.pos + shift;
-		moved_by_shift = 1;
-	}
-	/* a group before the oldest message continues from the oldest one */
-	first = mq_store_first_off(q, &t);
-	if (pos < (first ? first : t.next_off))
-		pos = first ? first : t.next_off;
-	if (pos > t.next_off)
-		pos = t.next_off;
-	if (pos == g.pos && moved_by_shift) {
-		printf("%s/%s: position %lld: unchanged\n", name, group,
-		    (long long)pos);
-		mq_rollback(q);
-		return 0;
-	}
-	if (pos < g.pos) {
-		again = mq_store_count_range(q, &t, pos, g.pos);
-		cancelled = mq_store_cancel(q, &g, pos, 0, dry);
-		skipped = 0;
+		m.to = MQ_TO_LATEST;
+	else if (since >= 0) {
+		m.to = MQ_TO_TIME;
+		m.arg = since;
+	} else if (from) {
+		m.to = MQ_TO_OFFSET;
+		m.arg = from;
 	} else {
-		again = 0;
-		skipped = mq_store_count_range(q, &t, g.pos, pos);
-		cancelled = mq_store_cancel(q, &g, pos, 1, dry);
+		m.to = MQ_TO_SHIFT;
+		m.arg = shift;
+	}
+	mq_check(mq_move(q, name, group, &m, &r), name, group);
+	if (r.unchanged) {
+		printf("%s/%s: position %lld: unchanged\n", name, group,
+		    (long long)r.to);
+		return 0;
 	}
 	printf("%s/%s: position %lld -> %lld: %lld messages come again, "
 	    "%lld skipped, %lld unsettled deliveries dropped%s\n", name, group,
-	    (long long)g.pos, (long long)pos, (long long)again,
-	    (long long)skipped, (long long)cancelled, dry ? " (dry run)" : "");
-	if (dry) {
-		mq_rollback(q);
-		return 0;
-	}
-	g.pos = pos;
-	mq_group_save(q, &g);
-	mq_commit(q);
+	    (long long)r.from, (long long)r.to, (long long)r.again,
+	    (long long)r.skipped, (long long)r.dropped, dry ? " (dry run)" : "");
 	return 0;
 }
 
 static int
 redrive(struct mq *q, const char *name)
 {
-	struct mq_topic t;
-	struct mq_group g;
-	struct mq_gstats st;
-	int64_t n = 0;
+	int *found = mq_array(NULL, noffsets, sizeof *found);
+	int64_t n;
 	int i, status = 0;
 
-	if (dry)
-		mq_begin_read(q);
-	else
-		mq_begin(q);
-	need(q, name, &t, &g);
-	if (dry) {
-		mq_group_stats(q, &t, &g, mq_now(), &st);
-		n = st.dead;
-		if (noffsets) {
-			struct mq_delivery d;
-
-			for (n = 0, i = 0; i < noffsets; i++)
-				if (mq_store_delivery_get(q, g.id, offsets[i], &d)) {
-					n += d.state == MQ_DEAD;
-					mq_delivery_free(&d);
-				}
+	mq_check(mq_redrive(q, name, group, offsets, found, noffsets, dry, &n),
+	    name, group);
+	for (i = 0; i < noffsets && !dry; i++)
+		if (!found[i]) {
+			mq_warn("offset %lld is not a dead letter of %s/%s",
+			    (long long)offsets[i], name, group);
+			status = MQ_EX_NONE;
 		}
-		mq_rollback(q);
-	} else {
-		if (!noffsets)
-			n = mq_store_redrive(q, &g, 0, mq_now());
-		for (i = 0; i < noffsets; i++) {
-			int64_t k = mq_store_redrive(q, &g, offsets[i], mq_now());
-
-			if (!k) {
-				mq_warn("offset %lld is not a dead letter of "
-				    "%s/%s", (long long)offsets[i], name, group);
-				status = MQ_EX_NONE;
-			}
-			n += k;
-		}
-		mq_commit(q);
-	}
+	free(found);
 	printf("%s/%s: %lld dead letters redriven%s\n", name, group,
 	    (long long)n, dry ? " (dry run)" : "");
 	return n ? status : MQ_EX_NONE;
 }
 
-static void
-print_event(const struct mq_event *e, void *arg)
-{
-	char ts[40];
-
-	(void)arg;
-	mq_rfc3339(e->ts, ts, sizeof ts);
-	printf("  %s  attempt %d  %-9s  %s:%lld%s%s\n", ts, e->attempt,
-	    e->event, e->host, (long long)e->pid, e->reason ? "  " : "",
-	    e->reason ? e->reason : "");
-}
-
-static void
-trace_group(const struct mq_group *g, void *arg)
-{
-	struct mq *q = arg;
-	struct mq_delivery d;
-	char due[40];
-
-	printf("group %s: ", g->name);
-	if (mq_store_delivery_get(q, g->id, trace_off, &d)) {
-		mq_rfc3339(d.due, due, sizeof due);
-		if (d.state == MQ_LEASED)
-			printf("in flight, attempt %d, lease until %s\n",
-			    d.attempt, due);
-		else if (d.state == MQ_WAITING)
-			printf("waiting, attempt %d done, due %s\n", d.attempt,
-			    due);
-		else
-			printf("dead letter after %d attempts\n", d.attempt);
-		mq_delivery_free(&d);
-	} else if (trace_off < g->pos) {
-		printf("settled\n");
-	} else {
-		printf("not delivered yet\n");
-	}
-	mq_store_history_each(q, g->id, trace_off, print_event, NULL);
-}
-
 static int
 trace(struct mq *q, const char *name)
 {
-	struct mq_topic t;
-	struct mq_msg m;
-	char ts[40];
+	struct mq_trace tr;
+	int rc;
 
-	mq_begin_read(q);
-	need(q, name, &t, NULL);
-	memset(&m, 0, sizeof m);
-	if (!mq_store_msg(q, t.id, trace_off, &m))
+	if ((rc = mq_trace(q, name, trace_off, &tr)) == MQ_E_NOMSG)
 		mq_die(MQ_EX_NOINPUT, "no message at offset %lld of %s",
 		    (long long)trace_off, name);
-	mq_rfc3339(m.ts, ts, sizeof ts);
-	printf("topic %s\noffset %lld\ntime %s\n", name, (long long)m.off, ts);
-	if (m.due > m.ts) {
-		mq_rfc3339(m.due, ts, sizeof ts);
-		printf("due %s\n", ts);
-	}
-	printf("key ");
-	if (m.key)
-		mq_escape(stdout, (unsigned char *)m.key, strlen(m.key));
-	printf("\nsize %zu\nbody ", m.len);
-	mq_escape(stdout, m.body, m.len);
-	putchar('\n');
-	mq_group_each(q, &t, trace_group, q);
-	mq_rollback(q);
-	mq_msg_free(&m);
+	mq_check(rc, name, NULL);
+	mq_out_trace(stdout, name, &tr);
+	mq_trace_free(&tr);
 	return 0;
 }
 
@@ -351,15 +235,15 @@ main(int argc, char *argv[])
 		case 't': trace_off = mq_num_arg(optarg, 1, INT64_MAX, "offset");
 			  mode = TRACE;
 			  break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc != 1)
-		usage(stderr, MQ_EX_USAGE);
+		mq_usage(stderr, synopsis, MQ_EX_USAGE);
 	name = o.topic = mq_name_arg(argv[0], "topic");
 	if (mode == READ && group) {
 		mode = MOVE;

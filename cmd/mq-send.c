@@ -25,20 +25,17 @@ static int quiet, unescape, delim = '\n', dedup_field;
 static int64_t at = -1, delay = -1, linger;	/* -1: not given */
 
 struct batch {
-	char	**body, **id;	/* id: --dedup-field */
-	size_t	*len, n, bytes;
-	int64_t	*off;
+	struct mq_rec	*rec;
+	char		**id;	/* --dedup-field */
+	struct mq_sent	*sent;
+	size_t		 n, bytes;
 };
 
-static void
-usage(FILE *f, int status)
-{
-	fprintf(f, "usage: mq-send [-0eq] [-d FILE] [-k KEY] [--whole] "
-	    "[--delay DUR | --at TIME]\n"
-	    "               [--dedup ID | --dedup-field N] [--linger DUR] "
-	    "TOPIC [MESSAGE ...]\n");
-	exit(status);
-}
+static const char synopsis[] =
+    "usage: mq-send [-0eq] [-d FILE] [-k KEY] [--whole] "
+    "[--delay DUR | --at TIME]\n"
+    "               [--dedup ID | --dedup-field N] [--linger DUR] "
+    "TOPIC [MESSAGE ...]\n";
 
 /* len 0: a record too long to hold */
 static void
@@ -56,31 +53,24 @@ too_large(size_t len, int64_t max)
 static void
 flush(struct mq *q, struct batch *b)
 {
-	struct mq_topic t;
-	int64_t now, due;
+	struct mq_append a;
 	size_t i;
-	int dup;
 
 	if (b->n == 0)
 		return;
-	mq_begin(q);
-	mq_topic_ensure(q, topic, &t);
-	now = mq_now();
-	due = delay >= 0 ? now + delay : at;	/* a delay counts from the send */
-	for (i = 0; i < b->n; i++) {
-		if (b->len[i] > (size_t)t.max_size) {
-			mq_rollback(q);
-			too_large(b->len[i], t.max_size);
-		}
-		b->off[i] = mq_store_append(q, &t, now, due, key,
-		    dedup_field ? b->id[i] : dedup, b->body[i], b->len[i], &dup);
-	}
-	mq_topic_save_counts(q, &t);
-	mq_commit(q);
+	memset(&a, 0, sizeof a);
+	a.topic = topic;
+	a.key = key;
+	a.delay = delay;	/* a delay counts from the send */
+	a.at = at;
+	for (i = 0; i < b->n; i++)
+		b->rec[i].dedup = dedup_field ? b->id[i] : dedup;
+	if (mq_append(q, &a, b->rec, b->n, b->sent) == MQ_E_TOOBIG)
+		too_large(b->rec[a.bad].len, a.max_size);
 	for (i = 0; i < b->n; i++) {
 		if (!quiet)
-			printf("%lld\n", (long long)b->off[i]);
-		free(b->body[i]);
+			printf("%lld\n", (long long)b->sent[i].off);
+		free((void *)b->rec[i].body);
 		if (b->id)
 			free(b->id[i]);
 	}
@@ -113,8 +103,8 @@ add(struct batch *b, char *body, size_t len)
 {
 	if (dedup_field)
 		b->id[b->n] = field_id(body, len);
-	b->body[b->n] = body;
-	b->len[b->n] = len;
+	b->rec[b->n].body = body;
+	b->rec[b->n].len = len;
 	b->n++;
 	b->bytes += len;
 }
@@ -146,9 +136,8 @@ from_stdin(struct mq *q)
 	if (mq_topic_get(q, topic, &t))
 		max = t.max_size;
 	memset(&b, 0, sizeof b);
-	b.body = mq_array(NULL, BATCH_MAX, sizeof *b.body);
-	b.len = mq_array(NULL, BATCH_MAX, sizeof *b.len);
-	b.off = mq_array(NULL, BATCH_MAX, sizeof *b.off);
+	b.rec = mq_array(NULL, BATCH_MAX, sizeof *b.rec);
+	b.sent = mq_array(NULL, BATCH_MAX, sizeof *b.sent);
 	if (dedup_field)
 		b.id = mq_array(NULL, BATCH_MAX, sizeof *b.id);
 	/* escapes take up to four bytes a byte: allow for them before decoding */
@@ -187,9 +176,8 @@ from_stdin(struct mq *q)
 	flush(q, &b);
 	mq_input_free(&in);
 	free(b.id);
-	free(b.body);
-	free(b.len);
-	free(b.off);
+	free(b.rec);
+	free(b.sent);
 }
 
 int
@@ -245,15 +233,15 @@ main(int argc, char *argv[])
 		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000,
 			      "field number");
 			  break;
-		case 'h': usage(stdout, 0); break;
+		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
-		default: usage(stderr, MQ_EX_USAGE);
+		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		usage(stderr, MQ_EX_USAGE);
+		mq_usage(stderr, synopsis, MQ_EX_USAGE);
 	if (delay >= 0 && at >= 0)
 		mq_die(MQ_EX_USAGE, "--delay and --at exclude each other");
 	topic = mq_name_arg(argv[0], "topic");
@@ -277,10 +265,8 @@ main(int argc, char *argv[])
 		from_stdin(q);
 	} else {
 		memset(&b, 0, sizeof b);
-		b.body = mq_array(NULL, argc - 1, sizeof *b.body);
-		b.len = mq_array(NULL, argc - 1, sizeof *b.len);
-		b.off = mq_array(NULL, argc - 1, sizeof *b.off);
-		b.id = NULL;
+		b.rec = mq_array(NULL, argc - 1, sizeof *b.rec);
+		b.sent = mq_array(NULL, argc - 1, sizeof *b.sent);
 		for (i = 1; i < argc; i++) {
 			size_t n = strlen(argv[i]);
 
@@ -289,9 +275,8 @@ main(int argc, char *argv[])
 			add(&b, body, n);
 		}
 		flush(q, &b);
-		free(b.body);
-		free(b.len);
-		free(b.off);
+		free(b.rec);
+		free(b.sent);
 	}
 	mq_close(q);
 	return mq_finish();

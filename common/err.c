@@ -113,10 +113,3 @@ mq_finish(void)
 	}
 	return 0;
 }
-
-void
-mq_version(void)
-{
-	printf("%s %s (schema %d)\n", mq_prog, MQ_VERSION, mq_schema_version());
-	exit(mq_finish());
-}

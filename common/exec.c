@@ -3,23 +3,23 @@
  * body on its stdin and the metadata in MQ_* variables, up to `jobs` at
  * once, and settles each delivery by the command's exit status:
  * 0 acks, 65 (EX_DATAERR) dead-letters, anything else (or a signal) fails
- * it for retry with the group's backoff.
+ * it for retry with the group's backoff.  The loop around it is follow.c.
  *
  * Invariants:
  * - This process is registered as a consumer and its leases carry its id,
  *   so if it dies its messages are released at once by the next consumer
- *   on this host that looks (deliver.c, reap).
+ *   on this host that looks (mq_reap).
  * - Leases are extended every third of the lease while handlers run.
+ * - Handlers that finish together are settled together: one commit, one
+ *   sync.
  * - The first SIGTERM or SIGINT stops claiming; running handlers finish
  *   and are settled; exit 0.  A second one sends SIGTERM to the handlers,
- *   releases what is still held (redelivered at once) and exits 130.
+ *   then SIGKILL, waits for them, and releases what is still held
+ *   (redelivered at once); exit 130.
  * - Handlers run in their own process group, so a Ctrl-C at the terminal
  *   reaches mq-recv, which decides, and not the handlers directly.
  * - The body reaches the handler through an unlinked temporary file, never
  *   a pipe, so a handler that does not read its stdin cannot block us.
- * - A claim here commits without its own sync (mq_sync): losing it to a
- *   power cut only delivers the message again, and every settle, heartbeat
- *   and the final leave are synced, which syncs the claims before them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,53 +32,6 @@
 #include <unistd.h>
 
 #include "mq.h"
-
-volatile sig_atomic_t mq_stop;
-static int sigpipe[2] = { -1, -1 };
-
-static void
-on_signal(int sig)
-{
-	int saved = errno;
-	char c = (char)sig;
-
-	if (sig != SIGCHLD)
-		mq_stop++;
-	if (sigpipe[1] >= 0)
-		(void)write(sigpipe[1], &c, 1);
-	errno = saved;
-}
-
-/* Catches SIGTERM and SIGINT (and SIGCHLD) into mq_stop and a self-pipe. */
-void
-mq_catch_stop(void)
-{
-	struct sigaction sa;
-
-	if (sigpipe[0] < 0 && pipe2(sigpipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		mq_die(MQ_EX_SOFTWARE, "cannot create pipe:");
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGCHLD, &sa, NULL);
-}
-
-int
-mq_stop_fd(void)
-{
-	return sigpipe[0];
-}
-
-static void
-drain_signals(void)
-{
-	char buf[64];
-
-	while (read(sigpipe[0], buf, sizeof buf) > 0)
-		;
-}
 
 struct job {
 	pid_t		pid;
@@ -156,7 +109,7 @@ handler_env(const struct mq_claim *c, const struct mq_msg *m)
  * is most of the time from a message's claim to its handler's start.
  */
 static pid_t
-spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
+spawn(const struct mq_claim *c, char **argv, const struct mq_msg *m)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -180,7 +133,7 @@ spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
 	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
 	    POSIX_SPAWN_SETSIGDEF))
 		mq_die(MQ_EX_SOFTWARE, "cannot set up handler:");
-	rc = posix_spawnp(&pid, x->argv[0], &fa, &at, x->argv, env);
+	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	close(fd);
@@ -192,74 +145,126 @@ spawn(const struct mq_claim *c, const struct mq_exec *x, const struct mq_msg *m)
 	return rc ? -rc : pid;
 }
 
-static void
-settle_job(struct mq *q, struct job *j, int status)
-{
-	struct mq_receipt r;
-	struct mq_settle s;
-	char reason[64];
-	int rc;
+struct runner {
+	struct mq	*q;
+	char		**argv;
+	struct job	*jobs;
+	int		 n;		/* slots */
+	int		 failed;	/* errno of a handler that could not run */
+};
 
-	memset(&s, 0, sizeof s);
-	if (mq_parse_receipt(j->msg.receipt, &r) < 0)
+/* What a handler's exit status says about its message. */
+static void
+outcome(struct mq_settle *s, const struct job *j, int status, char *reason,
+    size_t len)
+{
+	memset(s, 0, sizeof *s);
+	if (mq_parse_receipt(j->msg.receipt, &s->r) < 0)
 		mq_die(MQ_EX_SOFTWARE, "bad receipt %s", j->msg.receipt);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		s.how = MQ_ACK;
+		s->how = MQ_ACK;
 	} else if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR) {
-		s.how = MQ_DEAD_LETTER;
-		s.reason = "rejected by handler (exit 65)";
+		s->how = MQ_DEAD_LETTER;
+		s->reason = "rejected by handler (exit 65)";
 	} else {
-		s.how = MQ_FAIL;
-		s.delay = -1;
+		s->how = MQ_FAIL;
+		s->delay = -1;
 		if (WIFEXITED(status))
-			snprintf(reason, sizeof reason, "handler exited %d",
+			snprintf(reason, len, "handler exited %d",
 			    WEXITSTATUS(status));
 		else
-			snprintf(reason, sizeof reason, "handler killed by "
-			    "signal %d", WTERMSIG(status));
-		s.reason = reason;
+			snprintf(reason, len, "handler killed by signal %d",
+			    WTERMSIG(status));
+		s->reason = reason;
 	}
-	mq_begin(q);
-	rc = mq_settle(q, &r, &s);
-	mq_commit(q);
-	if (rc == MQ_STALE || rc == MQ_UNKNOWN)
-		mq_warn("%s: lease was lost before the handler finished; "
-		    "not settled", j->msg.receipt);
-	mq_msg_free(&j->msg);
-	j->pid = 0;
 }
 
+/* Settles every handler that has ended, in one batch; returns how many run. */
 static int
-reap_jobs(struct mq *q, struct job *jobs, int n)
+reap_jobs(struct mq_follow *f)
 {
-	int i, status, running = 0;
+	struct runner *x = f->arg;
+	struct mq_settle *s = mq_array(NULL, x->n, sizeof *s);
+	char (*reason)[64] = mq_array(NULL, x->n, sizeof *reason);
+	int i, k = 0, running = 0, status, done[1024];
 	pid_t pid;
 
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (i = 0; i < n; i++)
-			if (jobs[i].pid == pid)
-				settle_job(q, &jobs[i], status);
-	for (i = 0; i < n; i++)
-		running += jobs[i].pid != 0;
+	while (k < x->n && (pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (i = 0; i < x->n; i++)
+			if (x->jobs[i].pid == pid) {
+				outcome(&s[k], &x->jobs[i], status, reason[k],
+				    sizeof reason[k]);
+				done[k++] = i;
+				x->jobs[i].pid = 0;
+			}
+	mq_settle(x->q, s, k);
+	for (i = 0; i < k; i++) {
+		if (s[i].result == MQ_STALE || s[i].result == MQ_UNKNOWN)
+			mq_warn("%s: lease was lost before the handler "
+			    "finished; not settled", x->jobs[done[i]].msg.receipt);
+		mq_msg_free(&x->jobs[done[i]].msg);
+	}
+	free(s);
+	free(reason);
+	for (i = 0; i < x->n; i++)
+		running += x->jobs[i].pid != 0;
 	return running;
 }
 
-/* A message whose handler never ran goes back, due now. */
-static void
-release(struct mq *q, struct mq_msg *m)
+/* Free slots: how many to claim now. */
+static int
+free_slots(struct mq_follow *f, int want)
 {
-	struct mq_receipt r;
-	struct mq_settle s;
+	struct runner *x = f->arg;
+	int i, n = 0;
 
-	memset(&s, 0, sizeof s);
-	s.how = MQ_RELEASE;
-	s.reason = "handler could not be run";
-	if (mq_parse_receipt(m->receipt, &r) == 0) {
-		mq_begin(q);
-		mq_settle(q, &r, &s);
-		mq_commit(q);
+	if (x->failed)
+		return 0;
+	for (i = 0; i < x->n; i++)
+		n += x->jobs[i].pid == 0;
+	return n < want ? n : want;
+}
+
+/* Messages whose handler never ran go back, due now. */
+static void
+release(struct mq *q, struct mq_msg *m, int n)
+{
+	struct mq_settle *s = mq_array(NULL, n, sizeof *s);
+	int i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		memset(&s[k], 0, sizeof s[k]);
+		s[k].how = MQ_RELEASE;
+		s[k].reason = "handler could not be run";
+		if (mq_parse_receipt(m[i].receipt, &s[k].r) == 0)
+			k++;
+		mq_msg_free(&m[i]);
 	}
-	mq_msg_free(m);
+	mq_settle(q, s, k);
+	free(s);
+}
+
+static int
+start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
+{
+	struct runner *x = f->arg;
+	int i, slot = 0;
+	pid_t pid;
+
+	for (i = 0; i < n; i++) {
+		while (x->jobs[slot].pid)
+			slot++;
+		if ((pid = spawn(&f->c, x->argv, &m[i])) < 0) {
+			/* not run: give it and the rest back untouched */
+			x->failed = -pid;
+			release(x->q, m + i, n - i);
+			mq_stop = mq_stop ? mq_stop : 1;
+			return 0;
+		}
+		x->jobs[slot].msg = m[i];
+		x->jobs[slot].pid = pid;
+	}
+	return 0;
 }
 
 /*
@@ -268,9 +273,11 @@ release(struct mq *q, struct mq_msg *m)
  * released for redelivery.
  */
 static void
-stop_jobs(struct job *jobs, int n)
+stop_jobs(struct mq_follow *f)
 {
-	int i, left;
+	struct runner *x = f->arg;
+	struct job *jobs = x->jobs;
+	int i, left, n = x->n;
 	int64_t end = mq_now() + 2000;
 	pid_t pid;
 
@@ -300,93 +307,33 @@ stop_jobs(struct job *jobs, int n)
 }
 
 int
-mq_exec_run(struct mq *q, struct mq_claim *c, const struct mq_exec *x)
+mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
 {
-	struct job *jobs = mq_array(NULL, x->jobs, sizeof *jobs);
-	struct mq_msg *msgs = mq_array(NULL, x->jobs, sizeof *msgs);
-	struct mq_waiter *w;
-	int64_t now, next_due, beat, lease, wake;
-	long taken = 0;
-	int i, k, running = 0, want, stopped = 0, failed = 0;
+	struct runner x;
+	int i;
 
-	memset(jobs, 0, x->jobs * sizeof *jobs);
-	mq_catch_stop();
-	c->consumer = mq_consumer_join(q, c->topic, c->group, c->latest,
-	    &lease);
-	if (c->lease)
-		lease = c->lease;
-	w = mq_waiter_new(q);
-	beat = mq_now() + lease / 3;
-	for (;;) {
-		drain_signals();
-		running = reap_jobs(q, jobs, x->jobs);
-		if (mq_stop >= 2)
-			break;
-		if (mq_stop)
-			stopped = 1;
-		if (stopped && running == 0)
-			break;
-		now = mq_now();
-		next_due = INT64_MAX;
-		want = x->jobs - running;
-		if (x->limit && want > x->limit - taken)
-			want = (int)(x->limit - taken);
-		if (!stopped && want > 0) {
-			mq_sync(q, 0);
-			k = mq_claim(q, c, msgs, want, &next_due);
-			mq_sync(q, 1);
-			for (i = 0; i < k; i++) {
-				int slot = 0;
-				pid_t pid;
-
-				while (jobs[slot].pid)
-					slot++;
-				if (failed || (pid = spawn(c, x, &msgs[i])) < 0) {
-					/* not run: give it back untouched */
-					if (!failed)
-						failed = -pid;
-					release(q, &msgs[i]);
-					stopped = 1;
-					continue;
-				}
-				jobs[slot].msg = msgs[i];
-				jobs[slot].pid = pid;
-				running++;
-			}
-			taken += k;
-			if (k > 0)
-				continue;
-		}
-		if (running == 0 && ((x->limit && taken >= x->limit) ||
-		    (!x->follow && mq_now() >= x->until)))
-			break;
-		if (now >= beat) {
-			mq_consumer_heartbeat(q, c->consumer,
-			    running ? now + lease : 0);
-			beat = now + lease / 3;
-		}
-		wake = beat;
-		if (next_due < wake)
-			wake = next_due;
-		if (!x->follow && running == 0 && x->until < wake)
-			wake = x->until;
-		if (wake > mq_now() + 1000)
-			wake = mq_now() + 1000;	/* look for dead consumers */
-		mq_wait(w, wake, sigpipe[0]);
-	}
-	if (mq_stop >= 2)
-		stop_jobs(jobs, x->jobs);
-	mq_consumer_leave(q, c->consumer);	/* releases what is still held */
-	mq_waiter_free(w);
-	for (i = 0; i < x->jobs; i++)
-		mq_msg_free(&jobs[i].msg);
-	free(jobs);
-	free(msgs);
-	if (failed)
-		mq_die(failed == ENOENT ? MQ_EX_NOINPUT : failed == EACCES ?
+	memset(&x, 0, sizeof x);
+	x.q = q;
+	x.argv = argv;
+	x.n = jobs > 1024 ? 1024 : jobs;
+	x.jobs = mq_array(NULL, x.n, sizeof *x.jobs);
+	memset(x.jobs, 0, x.n * sizeof *x.jobs);
+	f->arg = &x;
+	f->member = 1;
+	f->beat_lease = 1;
+	f->want = free_slots;
+	f->got = start_jobs;
+	f->busy = reap_jobs;
+	f->halt = stop_jobs;
+	mq_follow(q, f);
+	for (i = 0; i < x.n; i++)
+		mq_msg_free(&x.jobs[i].msg);
+	free(x.jobs);
+	if (x.failed)
+		mq_die(x.failed == ENOENT ? MQ_EX_NOINPUT : x.failed == EACCES ?
 		    MQ_EX_NOPERM : MQ_EX_SOFTWARE, "cannot run %s: %s",
-		    x->argv[0], strerror(failed));
+		    argv[0], strerror(x.failed));
 	if (mq_stop >= 2)
 		return 130;
-	return taken || mq_stop ? 0 : MQ_EX_NONE;
+	return f->taken || mq_stop ? 0 : MQ_EX_NONE;
 }

@@ -4,54 +4,13 @@
  *
  * Cost follows the number of topics, groups and unsettled deliveries, not
  * the size of the log: every figure comes from counters and the delivery
- * rows (mq_group_stats in store.c).  The snapshot is one read
+ * rows (sq_stats in sqlite/topic.c).  The snapshot is one read
  * transaction; nothing here writes.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mq.h"
-
-struct collector {
-	struct mq_lag		*L;
-	struct mq		*q;
-	const struct mq_topic	*t;
-};
-
-static void
-add_group(const struct mq_group *g, void *arg)
-{
-	struct collector *c = arg;
-	struct mq_lag *L = c->L;
-	struct mq_lag_row *r;
-
-	if (L->group && strcmp(g->name, L->group))
-		return;
-	L->rows = mq_array(L->rows, L->n + 1, sizeof *L->rows);
-	r = &L->rows[L->n++];
-	memset(r, 0, sizeof *r);
-	r->t = *c->t;
-	r->g = *g;
-	r->has_group = 1;
-}
-
-static void
-add_topic(const struct mq_topic *t, void *arg)
-{
-	struct collector *c = arg;
-	struct mq_lag *L = c->L;
-	int before = L->n;
-
-	if (L->topic && strcmp(t->name, L->topic))
-		return;
-	c->t = t;
-	mq_group_each(c->q, t, add_group, c);
-	if (L->n == before && !L->group) {	/* a topic with no group */
-		L->rows = mq_array(L->rows, L->n + 1, sizeof *L->rows);
-		memset(&L->rows[L->n], 0, sizeof *L->rows);
-		L->rows[L->n++].t = *t;
-	}
-}
 
 /*
  * One consistent snapshot of the rows of L->topic and L->group (every
@@ -60,27 +19,11 @@ add_topic(const struct mq_topic *t, void *arg)
 void
 mq_lag_collect(struct mq *q, struct mq_lag *L)
 {
-	struct collector c = { L, q, NULL };
-	struct mq_topic t;
-	int i;
-
-	L->n = 0;
-	mq_begin_read(q);
-	L->now = mq_now();
-	if (L->topic && !mq_topic_get(q, L->topic, &t))
-		mq_die(MQ_EX_NOINPUT, "no such topic: %s", L->topic);
-	mq_topic_each(q, add_topic, &c);
-	if (L->group && L->n == 0)
-		mq_die(MQ_EX_NOINPUT, "no such group: %s/%s", L->topic,
-		    L->group);
-	for (i = 0; i < L->n; i++)
-		if (L->rows[i].has_group)
-			mq_group_stats(q, &L->rows[i].t, &L->rows[i].g, L->now,
-			    &L->rows[i].s);
-	mq_rollback(q);
+	free(L->rows);
+	L->rows = NULL;
+	mq_check(mq_snapshot(q, L), L->topic, L->group);
 }
 
-/* Age of the oldest unsettled message that is due, 0 if none. */
 int64_t
 mq_lag_age(const struct mq_lag *L, const struct mq_lag_row *r)
 {
@@ -267,16 +210,14 @@ mq_lag_consumers(FILE *f, struct mq *q, const struct mq_lag *L, int as_json)
 	struct mq_table *tb = mq_table_new(7, head, "lllrrrr");
 	char c[7][300], *cells[7], since[40], seen[40];
 	struct mq_consumer *cs;
-	int64_t *held;
 	int i, k, n;
 
 	for (i = 0; i < 7; i++)
 		cells[i] = c[i];
-	mq_begin_read(q);
 	for (i = 0; i < L->n; i++) {
 		if (!L->rows[i].has_group)
 			continue;
-		n = mq_store_consumers_of(q, L->rows[i].g.id, &cs, &held);
+		n = mq_consumers(q, L->rows[i].t.name, L->rows[i].g.name, &cs);
 		for (k = 0; k < n; k++) {
 			mq_rfc3339(cs[k].since, since, sizeof since);
 			mq_rfc3339(cs[k].seen, seen, sizeof seen);
@@ -289,7 +230,7 @@ mq_lag_consumers(FILE *f, struct mq *q, const struct mq_lag *L, int as_json)
 				    "\"since_epoch\":%.3f,\"seen\":\"%s\","
 				    "\"seen_epoch\":%.3f,\"in_flight\":%lld}\n",
 				    (long long)cs[k].pid, since, cs[k].since / 1e3,
-				    seen, cs[k].seen / 1e3, (long long)held[k]);
+				    seen, cs[k].seen / 1e3, (long long)cs[k].held);
 				continue;
 			}
 			snprintf(c[0], 300, "%s", L->rows[i].t.name);
@@ -298,14 +239,134 @@ mq_lag_consumers(FILE *f, struct mq *q, const struct mq_lag *L, int as_json)
 			snprintf(c[3], 300, "%lld", (long long)cs[k].pid);
 			mq_human_age(L->now - cs[k].since, c[4], 300);
 			mq_human_age(L->now - cs[k].seen, c[5], 300);
-			snprintf(c[6], 300, "%lld", (long long)held[k]);
+			snprintf(c[6], 300, "%lld", (long long)cs[k].held);
 			mq_table_add(tb, cells, NULL);
 		}
 		free(cs);
-		free(held);
 	}
-	mq_rollback(q);
 	if (!as_json)
 		mq_table_print(f, tb, mq_want_colour(f));
 	mq_table_free(tb);
 }
+/* thresholds (mq-lag --max-*): exit 1 and a line per breach */
+
+struct limit {
+	int		 what;		/* MQ_LIM_* */
+	char		*topic, *group;	/* NULL: any */
+	int64_t		 value;
+};
+static const char *limit_names[] = { "lag", "age", "dead", "expired" };
+
+static struct limit *limits;
+static int nlimits;
+
+int
+mq_lag_limits(void)
+{
+	return nlimits;
+}
+
+/* A threshold: [[TOPIC/]GROUP=]VALUE, a duration for MQ_LIM_AGE. */
+void
+mq_lag_limit(int what, char *arg)
+{
+	struct limit *l;
+	char *eq = strrchr(arg, '='), *slash, *v = arg;
+
+	limits = mq_array(limits, nlimits + 1, sizeof *limits);
+	l = &limits[nlimits++];
+	memset(l, 0, sizeof *l);
+	l->what = what;
+	if (eq) {
+		*eq = '\0';
+		v = eq + 1;
+		if ((slash = strchr(arg, '/'))) {
+			*slash = '\0';
+			l->topic = (char *)mq_name_arg(arg, "topic");
+			arg = slash + 1;
+		}
+		l->group = (char *)mq_name_arg(arg, "group");
+	}
+	if (what == MQ_LIM_AGE)
+		l->value = mq_duration_arg(v, "age");
+	else
+		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
+}
+
+static int64_t
+measure(const struct mq_lag *L, const struct mq_lag_row *r, int what)
+{
+	switch (what) {
+	case MQ_LIM_LAG: return r->s.lag;
+	case MQ_LIM_AGE: return mq_lag_age(L, r);
+	case MQ_LIM_DEAD: return r->s.dead;
+	default: return r->s.expired;
+	}
+}
+
+/* The most specific limit of a kind for a row, or NULL. */
+static const struct limit *
+limit_for(const struct mq_lag_row *r, int what)
+{
+	const struct limit *best = NULL;
+	int i, score, top = -1;
+
+	for (i = 0; i < nlimits; i++) {
+		const struct limit *l = &limits[i];
+
+		if (l->what != what || (l->group && strcmp(l->group, r->g.name)) ||
+		    (l->topic && strcmp(l->topic, r->t.name)))
+			continue;
+		score = (l->group != NULL) + (l->topic != NULL);
+		if (score >= top) {
+			top = score;
+			best = l;
+		}
+	}
+	return best;
+}
+
+int
+mq_lag_breached(const struct mq_lag *L, const struct mq_lag_row *r, int what)
+{
+	const struct limit *l = r->has_group ? limit_for(r, what) : NULL;
+
+	return l && measure(L, r, what) > l->value;
+}
+
+/* One line per breach, on f; returns how many. */
+int
+mq_lag_check(FILE *f, const struct mq_lag *L)
+{
+	char v[32], l[32];
+	int i, w, n = 0;
+
+	for (i = 0; i < L->n; i++) {
+		for (w = MQ_LIM_LAG; w <= MQ_LIM_EXPIRED; w++) {
+			const struct limit *lim;
+
+			if (!L->rows[i].has_group || !mq_lag_breached(L, &L->rows[i], w))
+				continue;
+			lim = limit_for(&L->rows[i], w);
+			if (w == MQ_LIM_AGE && mq_lag_age(L, &L->rows[i]) < 60000) {
+				/* to the ms: 1.0s > 1.0s would read as no breach */
+				snprintf(v, sizeof v, "%.3fs",
+				    mq_lag_age(L, &L->rows[i]) / 1e3);
+				mq_format_duration(lim->value, l, sizeof l);
+			} else if (w == MQ_LIM_AGE) {
+				mq_human_age(mq_lag_age(L, &L->rows[i]), v, sizeof v);
+				mq_format_duration(lim->value, l, sizeof l);
+			} else {
+				snprintf(v, sizeof v, "%lld",
+				    (long long)measure(L, &L->rows[i], w));
+				snprintf(l, sizeof l, "%lld",
+				    (long long)lim->value);
+			}
+			fprintf(f, "%s/%s: %s %s > %s\n", L->rows[i].t.name,
+			    L->rows[i].g.name, limit_names[w], v, l);
+			n++;
+		}
+	}
+	return n;
+}
+

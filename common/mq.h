@@ -2,12 +2,13 @@
  * mq.h: the interface of libmq, the library every mq program links.
  *
  * Prototypes are grouped by the file that implements them.  Programs see no
- * SQL and no SQLite type: the database is an opaque struct mq, and the
- * storage layer (db.c, store.c) is the only code that talks to SQLite.
+ * SQL and no backend type: the database is an opaque struct mq, and every
+ * change to it is one whole operation of the storage interface (backend.c,
+ * with the contract in backend.h), one transaction each.
  *
- * Errors: most functions die with the documented exit status (mq_die) when
- * the database fails, since a program cannot do anything better than stop;
- * an open transaction is rolled back by SQLite when the process exits.
+ * Errors of the database itself end the program with the documented exit
+ * status (mq_die); what a program can act on (no such topic, a message too
+ * large, a delete that would lose messages) comes back as MQ_E_*.
  */
 #ifndef MQ_H
 #define MQ_H
@@ -17,7 +18,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#define MQ_VERSION	"0.1.0"
+#define MQ_VERSION	"0.2.0"
 #define MQ_NAME_MAX	128
 
 /* Exit statuses: ../SPEC.md section 4, the only table of them. */
@@ -33,7 +34,7 @@ enum {
 	MQ_EX_NOPERM	= 77,
 };
 
-/* err.c */
+/* err.c: errors and memory */
 extern const char *mq_prog;
 void	 mq_setprog(const char *argv0);
 void	 mq_die(int status, const char *fmt, ...)
@@ -44,9 +45,8 @@ void	*mq_array(void *p, size_t n, size_t size);
 char	*mq_strdup(const char *s);
 char	*mq_memdup(const void *p, size_t n);
 int	 mq_finish(void);
-void	 mq_version(void);
 
-/* parse.c */
+/* parse.c: durations, times, names, numbers, receipts */
 int64_t	 mq_now(void);
 int	 mq_parse_duration(const char *s, int64_t *ms);
 int	 mq_parse_time(const char *s, int64_t now, int64_t *ms);
@@ -71,22 +71,53 @@ void	 mq_format_receipt(char *buf, size_t len, const char *topic,
 	    const char *group, int64_t off, int attempt, uint32_t token);
 #define MQ_RECEIPT_MAX	(2 * MQ_NAME_MAX + 48)
 
-/* db.c: opening, creating and migrating the database; transactions */
+/* cli.c: what every program's main() repeats */
+void	 mq_usage(FILE *, const char *synopsis, int status)
+	    __attribute__((noreturn));
+void	 mq_version(void) __attribute__((noreturn));
+void	 mq_no_topic(const char *topic) __attribute__((noreturn));
+void	 mq_no_group(const char *topic, const char *group)
+	    __attribute__((noreturn));
+void	 mq_check(int rc, const char *topic, const char *group);
+
+/* sig.c: SIGTERM and SIGINT as a request to stop; SIGCHLD as a wake-up */
+extern volatile sig_atomic_t mq_stop;
+void	 mq_catch_stop(void);
+void	 mq_on_signal(void (*poke)(void));
+
+/* host.c: who and where this process is, and whether another still runs */
+const char *mq_hostname(void);
+void	 mq_boot_id(char *buf, size_t len);
+int64_t	 mq_proc_start(int pid);
+struct mq_consumer;
+int	 mq_consumer_gone(const struct mq_consumer *, const char *boot);
+
+/* ---------------------------------------------------------------------- */
+/* backend.c: the storage interface, in whole operations (see backend.h) */
+
 struct mq;
-enum { MQ_READ = 0, MQ_WRITE = 1, MQ_UPDATE = 2 };	/* UPDATE: write, must exist */
-const char *mq_default_path(void);
+/* MQ_UPDATE: to write a database that must exist already */
+enum { MQ_READ = 0, MQ_WRITE = 1, MQ_UPDATE = 2 };
 struct mq *mq_open(const char *path, int mode);
 void	 mq_close(struct mq *);
 const char *mq_path(struct mq *);
-void	 mq_begin(struct mq *);		/* BEGIN IMMEDIATE: the write lock */
-void	 mq_begin_read(struct mq *);
-void	 mq_commit(struct mq *);
-void	 mq_rollback(struct mq *);
-int64_t	 mq_data_version(struct mq *);
-void	 mq_sync(struct mq *, int full);
+const char *mq_default_path(void);
 int	 mq_schema_version(void);
 
-/* store.c: the storage layer; every SQL statement of mq lives there */
+/* What an operation can report besides success (0) or a count. */
+enum {
+	MQ_E_NOTOPIC	= -1,	/* no such topic */
+	MQ_E_NOGROUP	= -2,	/* no such group */
+	MQ_E_HELD	= -3,	/* would delete messages a group has not settled */
+	MQ_E_TOOBIG	= -4,	/* a message over the topic's size limit */
+	MQ_E_NOMSG	= -5,	/* no message at that offset */
+};
+
+#define MQ_KEEP			INT64_MIN	/* a setting left as it is */
+#define MQ_DEFAULT_MAX_SIZE	1048576
+#define MQ_SIZE_LIMIT		(256 * 1048576)
+#define MQ_DEFAULT_LEASE	30000
+
 struct mq_topic {
 	int64_t		id;
 	char		name[MQ_NAME_MAX + 1];
@@ -94,6 +125,24 @@ struct mq_topic {
 	int64_t		retention, dedup_window, max_size;	/* retention<0: none */
 	int64_t		gap_below;	/* offsets from here on have no holes */
 };
+struct mq_topic_conf {			/* MQ_KEEP: unchanged */
+	int64_t		retention;	/* -1: none */
+	int64_t		dedup_window, max_size;
+};
+int	 mq_topic_get(struct mq *, const char *name, struct mq_topic *);
+int	 mq_topic_list(struct mq *, struct mq_topic **out);
+int	 mq_topic_create(struct mq *, const char *name,
+	    const struct mq_topic_conf *, struct mq_topic *);
+int	 mq_topic_conf(struct mq *, const char *name,
+	    const struct mq_topic_conf *, struct mq_topic *);
+
+/* What a delete would lose: the first group with unsettled messages. */
+struct mq_held {
+	char		group[MQ_NAME_MAX + 1];
+	int64_t		n;
+};
+int	 mq_topic_delete(struct mq *, const char *name, int force,
+	    struct mq_held *);
 
 struct mq_group {
 	int64_t		id, topic;
@@ -103,46 +152,19 @@ struct mq_group {
 	int		max_attempts, ordered;
 	char		backoff[512];
 };
-
-/* A message, and when received, its delivery. */
-struct mq_msg {
-	int64_t		off, ts, due;
-	char		*key;		/* NULL: none */
-	unsigned char	*body;
-	size_t		len;
-	int		attempt;
-	uint32_t	token;
-	char		receipt[MQ_RECEIPT_MAX];
+struct mq_group_conf {
+	int64_t		lease;		/* MQ_KEEP: unchanged */
+	int		max_attempts;	/* 0: unchanged */
+	int		ordered;	/* -1: unchanged */
+	const char	*backoff;	/* NULL: unchanged */
+	int		latest;		/* a new group starts at the end */
 };
-void	 mq_msg_free(struct mq_msg *);
-
-#define MQ_DEFAULT_MAX_SIZE	1048576
-#define MQ_SIZE_LIMIT		(256 * 1048576)
-#define MQ_DEFAULT_LEASE	30000
-
-int	 mq_topic_get(struct mq *, const char *name, struct mq_topic *);
-void	 mq_topic_ensure(struct mq *, const char *name, struct mq_topic *);
-void	 mq_topic_save_counts(struct mq *, const struct mq_topic *);
-void	 mq_topic_each(struct mq *, void (*fn)(const struct mq_topic *, void *),
-	    void *arg);
-
-int	 mq_group_get(struct mq *, const struct mq_topic *, const char *name,
+int	 mq_group_get(struct mq *, const char *topic, const char *name,
 	    struct mq_group *);
-void	 mq_group_create(struct mq *, const struct mq_topic *, const char *name,
-	    int latest, struct mq_group *);
-void	 mq_group_save(struct mq *, const struct mq_group *);
-void	 mq_group_each(struct mq *, const struct mq_topic *,
-	    void (*fn)(const struct mq_group *, void *), void *arg);
-
-int64_t	 mq_store_append(struct mq *, struct mq_topic *, int64_t now,
-	    int64_t due, const char *key, const char *dedup, const void *body,
-	    size_t len, int *dup);
-int64_t	 mq_store_dedup_expire(struct mq *, const struct mq_topic *,
-	    int64_t now, int dry);
-
-void	 mq_topic_set(struct mq *, const struct mq_topic *);
-void	 mq_topic_delete(struct mq *, const struct mq_topic *);
-void	 mq_group_delete(struct mq *, const struct mq_group *);
+int	 mq_group_conf(struct mq *, const char *topic, const char *name,
+	    const struct mq_group_conf *, struct mq_group *);
+int	 mq_group_delete(struct mq *, const char *topic, const char *name,
+	    int force, struct mq_held *);
 
 /*
  * Counts of a group's unsettled messages.  lag = pending + inflight +
@@ -154,117 +176,207 @@ struct mq_gstats {
 	int64_t		inflight, expired, retrying, delayed, waiting, dead;
 	int64_t		lag, oldest_off, oldest_ts, consumers;
 };
-void	 mq_group_stats(struct mq *, const struct mq_topic *,
-	    const struct mq_group *, int64_t now, struct mq_gstats *);
-
-int	 mq_store_read(struct mq *, const struct mq_topic *, int64_t from,
-	    int64_t to, const char *key, struct mq_msg *out, int max);
-int64_t	 mq_store_offset_at(struct mq *, const struct mq_topic *, int64_t ts);
-int64_t	 mq_store_count_range(struct mq *, const struct mq_topic *,
-	    int64_t from, int64_t to);
-int64_t	 mq_store_cancel(struct mq *, const struct mq_group *, int64_t off,
-	    int below, int dry);
-int64_t	 mq_store_redrive(struct mq *, const struct mq_group *, int64_t off,
-	    int64_t now);
-struct mq_event {
-	int64_t		 ts, pid;
-	int		 attempt;
-	const char	*event, *host, *reason;
+struct mq_lag_row {
+	struct mq_topic	 t;
+	struct mq_group	 g;
+	struct mq_gstats s;
+	int		 has_group;	/* 0: a topic without groups */
+	double		 in, out;	/* messages per second, for --watch */
 };
-void	 mq_store_history_each(struct mq *, int64_t grp, int64_t off,
-	    void (*fn)(const struct mq_event *, void *), void *arg);
+struct mq_lag {
+	const char		*topic, *group;	/* only these; NULL: all */
+	struct mq_lag_row	*rows;
+	int			 n;
+	int64_t			 now;
+};
+/* One consistent snapshot of every topic and group (or of the named). */
+int	 mq_snapshot(struct mq *, struct mq_lag *);
 
-int64_t	 mq_store_handed_out(struct mq *, const struct mq_topic *);
-int64_t	 mq_store_first_off(struct mq *, const struct mq_topic *);
-void	 mq_store_range_size(struct mq *, const struct mq_topic *, int64_t lo,
-	    int64_t hi, int settled, int64_t skip_dead, int64_t *n,
-	    int64_t *bytes);
-void	 mq_store_purge_range(struct mq *, struct mq_topic *, int64_t lo,
-	    int64_t hi, int settled, int64_t *n, int64_t *bytes);
-int64_t	 mq_store_drop_dead(struct mq *, const struct mq_topic *,
-	    const struct mq_group *, int dry);
-void	 mq_store_vacuum(struct mq *);
-
-/* Delivery rows, as the delivery logic sees them. */
-enum { MQ_WAITING = 0, MQ_LEASED = 1, MQ_DEAD = 2 };
-struct mq_delivery {
-	int64_t		grp, off, due, consumer;	/* consumer 0: none */
-	int		state, attempt, expired;
+/* A message, and when received, its delivery. */
+struct mq_msg {
+	int64_t		off, ts, due;
+	char		*key;		/* NULL: none */
+	unsigned char	*body;
+	size_t		len;
+	int		attempt;
 	uint32_t	token;
-	char		*key;
+	char		receipt[MQ_RECEIPT_MAX];
 };
-int	 mq_store_due(struct mq *, const struct mq_group *, int64_t now,
-	    struct mq_delivery *out, int max);
-int	 mq_store_new(struct mq *, const struct mq_group *, int64_t from,
-	    int64_t upto, struct mq_delivery *out, int max);
-int64_t	 mq_store_next_due(struct mq *, const struct mq_group *,
-	    int64_t now);
-int	 mq_store_claimable(struct mq *, const struct mq_group *, int64_t now);
-int	 mq_store_key_busy(struct mq *, const struct mq_group *, const char *key);
-int	 mq_store_delivery_get(struct mq *, int64_t grp, int64_t off,
-	    struct mq_delivery *);
-void	 mq_store_delivery_put(struct mq *, const struct mq_delivery *,
-	    const char *reason);
-void	 mq_store_delivery_del(struct mq *, int64_t grp, int64_t off);
-int	 mq_store_msg(struct mq *, int64_t topic, int64_t off, struct mq_msg *);
-void	 mq_store_history(struct mq *, int64_t grp, int64_t off, int attempt,
-	    const char *event, int64_t consumer, const char *reason);
-void	 mq_delivery_free(struct mq_delivery *);
 
-struct mq_consumer {
-	int64_t		id, grp, pid, start, since, seen;
-	char		host[256], boot[40];
+/* Appending: a batch of records, one transaction. */
+struct mq_rec {
+	const void	*body;
+	size_t		 len;
+	const char	*dedup;		/* NULL: none */
 };
-int64_t	 mq_store_consumer_add(struct mq *, const struct mq_consumer *);
-void	 mq_store_consumer_del(struct mq *, int64_t id);
-void	 mq_store_consumer_seen(struct mq *, int64_t id, int64_t now);
-int	 mq_store_consumers_on(struct mq *, const char *host,
-	    struct mq_consumer **out);
-int	 mq_store_consumers_of(struct mq *, int64_t grp,
-	    struct mq_consumer **out, int64_t **held);
-int	 mq_store_release(struct mq *, int64_t consumer, int64_t now);
-int	 mq_store_extend_consumer(struct mq *, int64_t consumer, int64_t due);
+struct mq_append {
+	const char	*topic, *key;
+	int64_t		 delay, at;	/* -1: not given */
+	size_t		 bad;		/* out, with MQ_E_TOOBIG: which one */
+	int64_t		 max_size;	/* out, with MQ_E_TOOBIG */
+};
+struct mq_sent {
+	int64_t		off;
+	int		dup;		/* a dedup id seen: off is the first */
+};
+int	 mq_append(struct mq *, struct mq_append *, const struct mq_rec *,
+	    size_t n, struct mq_sent *);
 
-/* deliver.c: claim, settle, lease, retry, dead letters */
+/* Claiming: up to max messages for a group, creating both on first use. */
 struct mq_claim {
 	const char	*topic, *group;
-	int		 latest;	/* new group starts at the end */
+	int		 latest;	/* a new group starts at the end */
 	int64_t		 lease;		/* ms; 0: the group's */
 	int		 autoack;
 	int64_t		 consumer;	/* 0: the lease belongs to the receipt */
+	int		 woken;		/* the topic just changed: skip the
+					   read that looks for nothing first */
 };
 int	 mq_claim(struct mq *, const struct mq_claim *, struct mq_msg *out,
 	    int max, int64_t *next_due);
 
-/* exec.c: running a command per message (mq-recv -- COMMAND) */
-struct mq_exec {
-	char		**argv;
-	int		  jobs;
-	long		  limit;	/* messages to take; 0: no limit */
-	int		  follow;
-	int64_t		  until;	/* wait for the first message until */
-};
-int	 mq_exec_run(struct mq *, struct mq_claim *, const struct mq_exec *);
-extern volatile sig_atomic_t mq_stop;
-void	 mq_catch_stop(void);
-int	 mq_stop_fd(void);
-
+/* Settling: a batch of receipts, each with its own outcome, one commit. */
 enum { MQ_ACK, MQ_FAIL, MQ_DEAD_LETTER, MQ_EXTEND, MQ_RELEASE };
+enum { MQ_SETTLED, MQ_STALE, MQ_UNKNOWN, MQ_WENT_DEAD };
 struct mq_settle {
+	struct mq_receipt r;
 	int		 how;
 	int64_t		 delay;		/* MQ_FAIL: -1 for the backoff */
 	int64_t		 extend;	/* MQ_EXTEND */
 	const char	*reason;
+	int		 result;	/* out: MQ_SETTLED ... */
 };
-enum { MQ_SETTLED, MQ_STALE, MQ_UNKNOWN, MQ_WENT_DEAD };
-int	 mq_settle(struct mq *, const struct mq_receipt *,
-	    const struct mq_settle *);
+void	 mq_settle(struct mq *, struct mq_settle *, size_t n);
 
-int64_t	 mq_consumer_join(struct mq *, const char *topic, const char *group,
+/* Reading the log, without a group. */
+struct mq_read {
+	const char	*topic, *key;
+	int64_t		 from, to;	/* offsets, both included */
+};
+int	 mq_read(struct mq *, const struct mq_read *, struct mq_msg *out,
+	    int max);
+int64_t	 mq_offset_at(struct mq *, const char *topic, int64_t ts);
+
+/* Moving a group's position. */
+enum { MQ_TO_OFFSET, MQ_TO_TIME, MQ_TO_SHIFT, MQ_TO_EARLIEST, MQ_TO_LATEST };
+struct mq_move {
+	int		to;
+	int64_t		arg;		/* offset, time or shift */
+	int		dry;
+};
+struct mq_moved {
+	int64_t		from, to;	/* positions */
+	int64_t		again, skipped, dropped;
+	int		unchanged;
+};
+int	 mq_move(struct mq *, const char *topic, const char *group,
+	    const struct mq_move *, struct mq_moved *);
+int	 mq_redrive(struct mq *, const char *topic, const char *group,
+	    const int64_t *offs, int *found, int n, int dry, int64_t *count);
+
+/* One message and every group's delivery of it, for --trace. */
+enum { MQ_WAITING = 0, MQ_LEASED = 1, MQ_DEAD = 2, MQ_NOT_YET = 3,
+	MQ_DONE = 4 };
+struct mq_event {
+	int64_t		 ts, pid;
+	int		 attempt;
+	char		*event, *host, *reason;
+};
+struct mq_trace_group {
+	char		 name[MQ_NAME_MAX + 1];
+	int		 state;		/* MQ_WAITING ... MQ_DONE */
+	int		 attempt;
+	int64_t		 due;
+	struct mq_event	*ev;
+	int		 nev;
+};
+struct mq_trace {
+	struct mq_msg		 m;
+	struct mq_trace_group	*g;
+	int			 n;
+};
+int	 mq_trace(struct mq *, const char *topic, int64_t off,
+	    struct mq_trace *);
+
+/*
+ * Purging one topic: the first call plans (and with dry, only counts);
+ * each later call deletes one short chunk; 0 when done.
+ */
+struct mq_purge {
+	int64_t		 older, before;	/* -1: not given */
+	int		 force, dead, dry;
+	const char	*group;		/* with dead: only this group's */
+	/* out */
+	int64_t		 deleted, bytes, dropped, held;
+	/* the backend's own, between calls */
+	int		 planned;
+	int64_t		 lo, all, line;
+};
+int	 mq_purge(struct mq *, const char *topic, struct mq_purge *);
+void	 mq_vacuum(struct mq *);
+
+/* Consumers: processes that hold leases of their own (exec mode, -f). */
+struct mq_consumer {
+	int64_t		id, grp, pid, start, since, seen, held;
+	char		topic[MQ_NAME_MAX + 1], group[MQ_NAME_MAX + 1];
+	char		host[256], boot[40];
+};
+int64_t	 mq_join(struct mq *, const char *topic, const char *group,
 	    int latest, int64_t *lease);
-void	 mq_consumer_leave(struct mq *, int64_t id);
-void	 mq_consumer_heartbeat(struct mq *, int64_t id, int64_t lease_until);
-const char *mq_hostname(void);
+void	 mq_beat(struct mq *, int64_t id, int64_t lease_until);
+void	 mq_leave(struct mq *, int64_t id);
+int	 mq_consumers(struct mq *, const char *topic, const char *group,
+	    struct mq_consumer **out);
+void	 mq_reap(struct mq *, const char *topic, const char *group);
+
+/*
+ * Waiting until a topic may have something new: 2 a writer changed it, 1
+ * it may have changed (or a signal came), 0 the time came.
+ */
+struct mq_waiter;
+struct mq_waiter *mq_waiter_new(struct mq *, const char *topic);
+int	 mq_wait(struct mq_waiter *, int64_t until);
+void	 mq_waiter_free(struct mq_waiter *);
+
+/* ---------------------------------------------------------------------- */
+/* policy.c: the delivery rules, the same for every backend (pure) */
+int64_t	 mq_backoff(const char *schedule, int attempt);
+struct mq_verdict {
+	int		state;		/* MQ_WAITING or MQ_DEAD */
+	int64_t		due;
+	char		reason[1100];
+};
+void	 mq_rule_fail(const struct mq_group *, int attempt, int64_t now,
+	    int64_t delay, const char *why, struct mq_verdict *);
+int	 mq_rule_expired(const struct mq_group *, int attempt, int expired,
+	    struct mq_verdict *);
+
+/*
+ * follow.c: the one loop that claims, waits and keeps a consumer's leases
+ * alive, for mq-recv's printing and exec modes.  The callbacks say how
+ * many to claim now, take each claimed batch, and (exec mode) settle
+ * finished handlers and report how many still run.
+ */
+struct mq_follow {
+	struct mq_claim	 c;
+	long		 limit;		/* messages to take; 0: no limit */
+	int		 follow;	/* until a signal */
+	int64_t		 until;		/* else wait for messages until then */
+	int		 first;		/* stop once some came and no more are ready */
+	int		 member;	/* register as a consumer */
+	int		 beat_lease;	/* heartbeats extend the leases held */
+	int		(*want)(struct mq_follow *, int n);
+	int		(*got)(struct mq_follow *, struct mq_msg *, int n);
+	int		(*busy)(struct mq_follow *);	/* NULL: none run */
+	void		(*halt)(struct mq_follow *);	/* second signal */
+	void		 *arg;
+	int64_t		 lease;		/* out: the lease in force */
+	long		 taken;		/* out */
+};
+int	 mq_follow(struct mq *, struct mq_follow *);
+
+/* exec.c: running a command per message (mq-recv -- COMMAND) */
+int	 mq_exec_run(struct mq *, struct mq_follow *, char **argv, int jobs);
 
 /* out.c: escapes, JSON, format strings */
 enum { MQ_OUT_LINE, MQ_OUT_NUL, MQ_OUT_JSON, MQ_OUT_FORMAT, MQ_OUT_BODY };
@@ -282,6 +394,9 @@ int	 mq_utf8_valid(const unsigned char *p, size_t n);
 void	 mq_json_str(FILE *, const unsigned char *p, size_t n);
 void	 mq_base64(FILE *, const unsigned char *p, size_t n);
 void	 mq_rfc3339(int64_t ms, char *buf, size_t len);
+void	 mq_out_trace(FILE *, const char *topic, const struct mq_trace *);
+void	 mq_msg_free(struct mq_msg *);
+void	 mq_trace_free(struct mq_trace *);
 
 /* input.c: records from a descriptor, with a deadline */
 struct mq_input {
@@ -306,32 +421,18 @@ void	 mq_human_age(int64_t ms, char *buf, size_t len);
 void	 mq_human_size(int64_t bytes, char *buf, size_t len);
 int	 mq_want_colour(FILE *);
 
-/* lag.c: what mq-lag reports */
-struct mq_lag_row {
-	struct mq_topic	 t;
-	struct mq_group	 g;
-	struct mq_gstats s;
-	int		 has_group;	/* 0: a topic without groups */
-	double		 in, out;	/* messages per second, for --watch */
-};
-struct mq_lag {
-	const char		*topic, *group;	/* only these; NULL: all */
-	struct mq_lag_row	*rows;
-	int			 n;
-	int64_t			 now;
-};
+/* lag.c: what mq-lag reports, in its machine forms */
 void	 mq_lag_collect(struct mq *, struct mq_lag *);
 int64_t	 mq_lag_age(const struct mq_lag *, const struct mq_lag_row *);
 void	 mq_lag_json(FILE *, const struct mq_lag *);
 void	 mq_lag_prometheus(FILE *, const struct mq_lag *);
 void	 mq_lag_topics(FILE *, struct mq_lag *, int json);
 void	 mq_lag_consumers(FILE *, struct mq *, const struct mq_lag *, int json);
-
-/* wait.c: sleeping until the database may have changed */
-struct mq_waiter;
-struct mq_waiter *mq_waiter_new(struct mq *);
-void	 mq_waiter_free(struct mq_waiter *);
-int	 mq_waiter_fd(struct mq_waiter *);
-int	 mq_wait(struct mq_waiter *, int64_t until, int fd);
+enum { MQ_LIM_LAG, MQ_LIM_AGE, MQ_LIM_DEAD, MQ_LIM_EXPIRED };
+void	 mq_lag_limit(int what, char *arg);
+int	 mq_lag_limits(void);
+int	 mq_lag_breached(const struct mq_lag *, const struct mq_lag_row *,
+	    int what);
+int	 mq_lag_check(FILE *, const struct mq_lag *);
 
 #endif

@@ -332,3 +332,93 @@ mq_out_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 		putc('\n', f);
 	}
 }
+
+static void
+trace_group(FILE *f, const struct mq_trace_group *g)
+{
+	char ts[40];
+	int i;
+
+	fprintf(f, "group %s: ", g->name);
+	mq_rfc3339(g->due, ts, sizeof ts);
+	switch (g->state) {
+	case MQ_LEASED:
+		fprintf(f, "in flight, attempt %d, lease until %s\n",
+		    g->attempt, ts);
+		break;
+	case MQ_WAITING:
+		fprintf(f, "waiting, attempt %d done, due %s\n", g->attempt,
+		    ts);
+		break;
+	case MQ_DEAD:
+		fprintf(f, "dead letter after %d attempts\n", g->attempt);
+		break;
+	case MQ_DONE:
+		fprintf(f, "settled\n");
+		break;
+	default:
+		fprintf(f, "not delivered yet\n");
+	}
+	for (i = 0; i < g->nev; i++) {
+		const struct mq_event *e = &g->ev[i];
+
+		mq_rfc3339(e->ts, ts, sizeof ts);
+		fprintf(f, "  %s  attempt %d  %-9s  %s:%lld%s%s\n", ts,
+		    e->attempt, e->event, e->host, (long long)e->pid,
+		    e->reason ? "  " : "", e->reason ? e->reason : "");
+	}
+}
+
+/* What mq-replay --trace prints: the message, then each group's story. */
+void
+mq_out_trace(FILE *f, const char *topic, const struct mq_trace *tr)
+{
+	const struct mq_msg *m = &tr->m;
+	char ts[40];
+	int i;
+
+	mq_rfc3339(m->ts, ts, sizeof ts);
+	fprintf(f, "topic %s\noffset %lld\ntime %s\n", topic,
+	    (long long)m->off, ts);
+	if (m->due > m->ts) {
+		mq_rfc3339(m->due, ts, sizeof ts);
+		fprintf(f, "due %s\n", ts);
+	}
+	fprintf(f, "key ");
+	if (m->key)
+		mq_escape(f, (unsigned char *)m->key, strlen(m->key));
+	fprintf(f, "\nsize %zu\nbody ", m->len);
+	mq_escape(f, m->body, m->len);
+	fputc('\n', f);
+	for (i = 0; i < tr->n; i++)
+		trace_group(f, &tr->g[i]);
+}
+
+/* Freeing what the storage interface returns. */
+
+void
+mq_msg_free(struct mq_msg *m)
+{
+	free(m->key);
+	free(m->body);
+	m->key = NULL;
+	m->body = NULL;
+}
+
+void
+mq_trace_free(struct mq_trace *tr)
+{
+	int i, k;
+
+	mq_msg_free(&tr->m);
+	for (i = 0; i < tr->n; i++) {
+		for (k = 0; k < tr->g[i].nev; k++) {
+			free(tr->g[i].ev[k].event);
+			free(tr->g[i].ev[k].host);
+			free(tr->g[i].ev[k].reason);
+		}
+		free(tr->g[i].ev);
+	}
+	free(tr->g);
+	memset(tr, 0, sizeof *tr);
+}

@@ -50,7 +50,7 @@ past() {
 }
 
 delivered() {
-	sql "SELECT count(*) FROM history WHERE event = 'delivered'"
+	sql "SELECT count(*) FROM events WHERE event = 'delivered'"
 }
 
 @test "an expired lease redelivers with attempt+1 and a new receipt; the old one is stale" {
@@ -68,7 +68,7 @@ delivered() {
 	assert_equal "$b2" hello
 	[ "$r2" != "$r1" ] || fail "the same receipt again: $r2"
 	[[ $r2 == t:g:1:2:* ]] || fail "receipt of attempt 2: $r2"
-	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" 1
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'expired'")" 1
 
 	# the receipt of attempt 1 is stale: reported, nothing changes
 	before=$(sql 'SELECT * FROM delivery')
@@ -200,7 +200,7 @@ delivered() {
 	run -1 mq-recv -g g t
 	run -1 mq-recv -g g -n 0 t
 	[ "$(delivered)" = 3 ]
-	[ "$(sql "SELECT count(*) FROM history WHERE event = 'dead'")" = 1 ]
+	[ "$(sql "SELECT count(*) FROM events WHERE event = 'dead'")" = 1 ]
 	run -1 mq-ack "$r"
 }
 
@@ -230,7 +230,7 @@ delivered() {
 
 @test "mq-recv -n 0 with a command handles every available message even when an expired lease goes dead on the way" {
 	# An expired lease that the claim turns into a dead letter takes no
-	# claim slot (deliver.c claim_due): with -j 1 the pass that
+	# claim slot (common/sqlite/deliver.c claim_due): with -j 1 the pass that
 	# dead-letters message 1 goes on to message 2, due for a retry, so
 	# `mq-recv -n 0 t -- cmd` handles it and exits 0.
 	# SPEC: -n 0 = all available; exit 1 = got no message.
@@ -259,7 +259,7 @@ delivered() {
 	run -0 mq-recv -g g t -- sh -c 'exit 0'
 	[ "$(rows)" = 0 ]
 	[ "$(sql 'SELECT settled FROM grp')" = 1 ]
-	[ "$(sql "SELECT event FROM history ORDER BY rowid")" = "$(printf 'delivered\nacked')" ]
+	[ "$(sql "SELECT event FROM events ORDER BY ts, k, n")" = "$(printf 'delivered\nacked')" ]
 	run -1 mq-recv -g g t
 }
 
@@ -424,7 +424,7 @@ delivered() {
 	assert_equal "$ST" 0
 	assert_equal "$(rows)" 0
 	assert_equal "$(sql 'SELECT settled FROM grp')" 1
-	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'expired'")" 0
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'expired'")" 0
 	assert_equal "$(delivered)" 1
 }
 
@@ -491,12 +491,12 @@ delivered() {
 	# (leased for 60s)
 	run -0 mq-recv -g g --format '%a %b' t
 	assert_output '2 m'
-	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'released'")" 1
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'released'")" 1
 	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
 }
 
 @test "reaping a dead consumer does not release a live consumer that took its id meanwhile" {
-	# reap() (deliver.c) finds dead consumers in a read, then reads the
+	# sq_reap() (common/sqlite/deliver.c) finds dead consumers in a read, then reads the
 	# consumer rows again under the write lock before it releases
 	# anything.  Consumer ids are reused (INTEGER PRIMARY KEY without
 	# AUTOINCREMENT): while it waited for the lock, the dead consumer may

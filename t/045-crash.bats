@@ -94,7 +94,7 @@ all_settled() {
 		sent=$((sent + slice))
 	done
 	handled_in_chaos=$(wc -l <handled)
-	released_in_chaos=$(sql "SELECT count(*) FROM history
+	released_in_chaos=$(sql "SELECT count(*) FROM events
 	    WHERE event IN ('released', 'expired')")
 
 	# drain: nobody is killed any more
@@ -159,9 +159,9 @@ all_settled() {
 	# the group settled each message exactly once; no dead letters
 	assert_equal "$(sql 'SELECT settled FROM grp')" "$N"
 	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
-	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'acked'")" "$N"
-	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'dead'")" 0
-	assert_equal "$(sql "SELECT count(DISTINCT off) FROM history WHERE event = 'delivered'")" "$N"
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'acked'")" "$N"
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'dead'")" 0
+	assert_equal "$(sql "SELECT count(DISTINCT off) FROM events WHERE event = 'delivered'")" "$N"
 	assert_equal "$(sql 'PRAGMA integrity_check')" ok
 	# one more look releases nothing and leaves no consumer behind
 	run -1 mq-recv -g g t

@@ -88,7 +88,7 @@ teardown() {
 	assert_output 0
 	run -0 sql 'SELECT settled FROM grp'
 	assert_output 400
-	run -0 sql "SELECT count(*) FROM history WHERE event = 'acked'"
+	run -0 sql "SELECT count(*) FROM events WHERE event = 'acked'"
 	assert_output 400
 	run -0 sql 'SELECT count(*) FROM consumer'
 	assert_output 0

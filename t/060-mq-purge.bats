@@ -32,7 +32,7 @@ state() {
 	    SELECT * FROM grp ORDER BY id;
 	    SELECT * FROM delivery ORDER BY grp, off;
 	    SELECT * FROM dedup ORDER BY topic, id;
-	    SELECT count(*), max(rowid) FROM history;
+	    SELECT count(*), total(ts + n) FROM history;
 	    SELECT topic, off, ts, key, hex(body) FROM msg ORDER BY topic, off'
 }
 
@@ -371,7 +371,7 @@ send10() {
 	# leaves holes above a message one group still holds (offset 3 here).
 	# A group that then starts below them (new, or rewound with
 	# --earliest) counts in its lag only the messages still stored
-	# (store.c mq_group_stats, with topic.gap_below), not next_off - pos:
+	# (sq_stats in common/sqlite/topic.c, with topic.gap_below), not next_off - pos:
 	# the lag shown is what mq-recv then gets.
 	# SPEC (mq-lag): lag = messages of the topic the group has not
 	# settled; mq-topic show prints the same lag.

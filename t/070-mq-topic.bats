@@ -11,7 +11,7 @@ state() {
 	sql -header 'SELECT * FROM topic ORDER BY id;
 	    SELECT * FROM grp ORDER BY id;
 	    SELECT * FROM delivery ORDER BY grp, off;
-	    SELECT count(*), max(rowid) FROM history;
+	    SELECT count(*), total(ts + n) FROM history;
 	    SELECT topic, off, hex(body) FROM msg ORDER BY topic, off'
 }
 

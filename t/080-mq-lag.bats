@@ -501,7 +501,7 @@ scratch() {
 	# still live, nothing added beside it
 	[ -e "$MQ_DB-wal" ]
 	assert_equal "$(find "$RO" -mindepth 1 -printf '%f\n' | sort | paste -sd ' ')" \
-	    "mq.db mq.db-shm mq.db-wal"
+	    "mq.db mq.db-mq mq.db-shm mq.db-wal"
 }
 
 @test "mq-lag reads a read-only copy (chmod 444) as another user" {

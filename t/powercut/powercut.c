@@ -35,8 +35,8 @@
  * -n ignores every sync, as if the programs never synced: a check that
  * passes on such a rebuild cannot tell lost from kept (the harness's own
  * test that it can fail).  -v says on stderr what each mode kept.
- * Files ending in SUFFIX (default -shm, repeatable) are never written: a
- * shared-memory file does not survive a power cut.  A writable shared
+ * Files ending in SUFFIX (default -shm and mq's -mq, repeatable) are never
+ * written: a shared-memory file does not survive a power cut.  A writable shared
  * mapping of any other file fails the build: writes through it are not in
  * the log.
  *
@@ -88,8 +88,8 @@ static struct ev *evs;
 static long nev;
 static struct file *files;
 static int nfiles;
-static const char *suffix[16] = { "-shm" };
-static int nsuffix = 1, user_suffix, verbose, nosync;
+static const char *suffix[16] = { "-shm", "-mq" };
+static int nsuffix = 2, user_suffix, verbose, nosync;
 
 static void
 die(const char *fmt, ...)

@@ -1,6 +1,6 @@
 /*
- * db.c: finding, opening, creating and migrating the database, and
- * transactions.
+ * open.c: opening, creating and migrating the database, statements and
+ * transactions: what every operation of the SQLite backend stands on.
  *
  * Invariants:
  * - The file is ours when PRAGMA application_id is MQ_APPID; its
@@ -12,19 +12,26 @@
  *   upgrades to a write can get SQLITE_BUSY that no busy timeout waits out.
  *   Busy past the timeout (MQ_BUSY_TIMEOUT, default 5s) exits 75 with the
  *   transaction rolled back, so nothing is half done.
- * - The journal is WAL, synchronous FULL unless MQ_SYNC=normal: a COMMIT
- *   that returned is on disk.  Closing does not checkpoint (see mq_open),
- *   so the -wal and -shm files stay beside the database.
+ * - The journal is WAL.  A write transaction first queues for the
+ *   write lock and a durable one ends synced (engine.c: synchronous=NORMAL
+ *   and the WAL synced after the lock is let go, one sync for every
+ *   commit that finished before it began).  Without the -mq file that
+ *   needs, synchronous=FULL syncs each commit; MQ_SYNC=normal syncs only
+ *   at checkpoints.  Closing does not checkpoint (see sq_open), so the
+ *   -wal and -shm files stay beside the database.
+ * - Statements are prepared once per connection, found again by the
+ *   address of their text (sq_stmt), and reset before reuse.
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "db.h"
+#include "sq.h"
 #include "schema.h"	/* schema_sql[], SCHEMA_VERSION: made from schema.sql */
 
 #define MQ_APPID	0x6D712020
@@ -40,6 +47,31 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN deadlettered INTEGER NOT NULL DEFAULT 0;"
 	"CREATE INDEX msg_delayed ON msg (topic, off) WHERE due > ts;"
 	"ALTER TABLE topic ADD COLUMN gap_below INTEGER NOT NULL DEFAULT 0;",
+	/*
+	 * 2 -> 3: one history row per ended attempt, appended, keyed for
+	 * --trace (no separate index); who delivered the current attempt
+	 */
+	"ALTER TABLE delivery ADD COLUMN since INTEGER;"
+	"ALTER TABLE delivery ADD COLUMN host TEXT;"
+	"ALTER TABLE delivery ADD COLUMN pid INTEGER;"
+	"CREATE TABLE history3 (grp INTEGER NOT NULL, off INTEGER NOT NULL, "
+	"ts INTEGER NOT NULL, n INTEGER NOT NULL, attempt INTEGER NOT NULL, "
+	"event TEXT NOT NULL, host TEXT, pid INTEGER, reason TEXT, "
+	"since INTEGER, dhost TEXT, dpid INTEGER, "
+	"PRIMARY KEY (grp, off, ts, n)) WITHOUT ROWID;"
+	"INSERT INTO history3 (grp, off, ts, n, attempt, event, host, pid, "
+	"reason) SELECT grp, off, ts, rowid, attempt, event, host, pid, reason "
+	"FROM history;"
+	"DROP TABLE history;"
+	"ALTER TABLE history3 RENAME TO history;"
+	"CREATE VIEW events AS "
+	"SELECT grp, off, since AS ts, 0 AS k, n, attempt, 'delivered' AS event, "
+	"dhost AS host, dpid AS pid, NULL AS reason "
+	"FROM history WHERE since IS NOT NULL "
+	"UNION ALL SELECT grp, off, ts, 1, n, attempt, event, host, pid, reason "
+	"FROM history "
+	"UNION ALL SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, "
+	"NULL FROM delivery WHERE state = 1 AND since IS NOT NULL;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");
@@ -83,7 +115,7 @@ status_of(int rc, int eno)
 }
 
 void
-mq_dbdie(struct mq *q, const char *what)
+sq_die(struct sq *q, const char *what)
 {
 	int rc = sqlite3_extended_errcode(q->db);
 	int eno = sqlite3_system_errno(q->db);
@@ -93,81 +125,116 @@ mq_dbdie(struct mq *q, const char *what)
 		msg = "database is busy (locked by another process); try again";
 	if ((rc & 0xff) == SQLITE_CANTOPEN && eno)
 		msg = strerror(eno);
-	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->path, msg);
+	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->base.path, msg);
 }
 
+/*
+ * The statement for this text, prepared on first use.  Texts are string
+ * literals: their address is their name (one table slot each).
+ */
 sqlite3_stmt *
-mq_stmt(struct mq *q, int slot, const char *sql)
+sq_stmt(struct sq *q, const char *sql)
 {
-	sqlite3_stmt *s = q->stmt[slot];
+	size_t h = ((uintptr_t)sql >> 3) % SQ_NSTMT, i;
+	sqlite3_stmt *s;
 
-	if (!s) {
-		if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-		    &s, NULL) != SQLITE_OK)
-			mq_dbdie(q, "cannot prepare statement");
-		q->stmt[slot] = s;
-	} else {
-		sqlite3_reset(s);
-		sqlite3_clear_bindings(s);
+	for (i = 0; i < SQ_NSTMT; i++, h = (h + 1) % SQ_NSTMT) {
+		if (q->sql[h] == sql) {
+			s = q->stmt[h];
+			sqlite3_reset(s);
+			sqlite3_clear_bindings(s);
+			return s;
+		}
+		if (!q->sql[h])
+			break;
 	}
+	if (i == SQ_NSTMT)
+		mq_die(MQ_EX_SOFTWARE, "too many statements");
+	if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s,
+	    NULL) != SQLITE_OK)
+		sq_die(q, "cannot prepare statement");
+	q->sql[h] = sql;
+	q->stmt[h] = s;
 	return s;
 }
 
 /* Steps once; returns SQLITE_ROW or SQLITE_DONE, dies otherwise. */
 int
-mq_step(struct mq *q, sqlite3_stmt *s, const char *what)
+sq_step(struct sq *q, sqlite3_stmt *s, const char *what)
 {
 	int rc = sqlite3_step(s);
 
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
 		sqlite3_reset(s);
-		mq_dbdie(q, what);
+		sq_die(q, what);
 	}
 	if (rc == SQLITE_DONE)
 		sqlite3_reset(s);
 	return rc;
 }
 
-static void
-exec(struct mq *q, const char *sql, const char *what)
+void
+sq_exec(struct sq *q, const char *sql, const char *what)
 {
 	if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		mq_dbdie(q, what);
+		sq_die(q, what);
+}
+
+/*
+ * A query of one integer result with nargs integer parameters: the
+ * result, or dflt for no row or NULL.
+ */
+int64_t
+sq_int(struct sq *q, const char *sql, int64_t dflt, int nargs, ...)
+{
+	sqlite3_stmt *s = sq_stmt(q, sql);
+	int64_t v = dflt;
+	va_list ap;
+	int i;
+
+	va_start(ap, nargs);
+	for (i = 1; i <= nargs; i++)
+		sqlite3_bind_int64(s, i, va_arg(ap, int64_t));
+	va_end(ap);
+	if (sq_step(q, s, "cannot read database") == SQLITE_ROW &&
+	    sqlite3_column_type(s, 0) != SQLITE_NULL)
+		v = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return v;
+}
+
+char *
+sq_text(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	return t ? mq_memdup(t, sqlite3_column_bytes(s, i)) : NULL;
+}
+
+void
+sq_copy(sqlite3_stmt *s, int i, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+
+	snprintf(buf, len, "%s", t ? (const char *)t : "");
 }
 
 static int64_t
-pragma_int(struct mq *q, const char *sql)
+pragma_int(struct sq *q, const char *sql)
 {
 	sqlite3_stmt *s;
 	int64_t v = 0;
 	int rc;
 
 	if (sqlite3_prepare_v2(q->db, sql, -1, &s, NULL) != SQLITE_OK)
-		mq_dbdie(q, "cannot read database");
+		sq_die(q, "cannot read database");
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW)
 		v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		mq_dbdie(q, "cannot read database");
+		sq_die(q, "cannot read database");
 	return v;
-}
-
-const char *
-mq_default_path(void)
-{
-	static char buf[PATH_MAX];
-	const char *env, *home;
-
-	if ((env = getenv("MQ_DB")) && *env)
-		return env;
-	if ((env = getenv("XDG_DATA_HOME")) && *env)
-		snprintf(buf, sizeof buf, "%s/mq/mq.db", env);
-	else if ((home = getenv("HOME")) && *home)
-		snprintf(buf, sizeof buf, "%s/.local/share/mq/mq.db", home);
-	else
-		mq_die(MQ_EX_USAGE, "no database: set MQ_DB or HOME, or use -d");
-	return buf;
 }
 
 /* mkdir -p for the directory of path */
@@ -201,12 +268,14 @@ busy_timeout(void)
 /*
  * SQLite's own busy handler sleeps longer and longer (up to 100ms a try),
  * so under contention a waiter can lose every race for seconds.  This one
- * retries every 0.2-2ms, at random, until the timeout.
+ * retries every 0.2-2ms, at random, until the timeout.  Other mq writers
+ * rarely make it wait: they queue before (engine.c); what is left is
+ * other programs and checkpoints.
  */
 static int
 on_busy(void *arg, int count)
 {
-	struct mq *q = arg;
+	struct sq *q = arg;
 	struct timespec ts;
 
 	if (count == 0)
@@ -219,13 +288,21 @@ on_busy(void *arg, int count)
 	return 1;
 }
 
+/* After each commit: how full the WAL is (sq_commit checkpoints). */
+static int
+on_wal(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	((struct sq *)arg)->wal_frames = frames;
+	return SQLITE_OK;
+}
+
 /*
  * WAL mode for a new file.  It cannot change inside a transaction, and
  * while another first writer holds a lock it fails with SQLITE_BUSY without
  * calling the busy handler: retry until the busy timeout.
  */
 static void
-wal_mode(struct mq *q)
+wal_mode(struct sq *q)
 {
 	int64_t end = mq_now() + q->busy_ms;
 	sqlite3_stmt *s;
@@ -234,13 +311,13 @@ wal_mode(struct mq *q)
 	for (;;) {
 		if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode=WAL", -1, &s,
 		    NULL) != SQLITE_OK)
-			mq_dbdie(q, "cannot set WAL mode");
+			sq_die(q, "cannot set WAL mode");
 		rc = sqlite3_step(s);
 		sqlite3_finalize(s);
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 			return;
 		if ((rc & 0xff) != SQLITE_BUSY || mq_now() >= end)
-			mq_dbdie(q, "cannot set WAL mode");
+			sq_die(q, "cannot set WAL mode");
 		usleep(1000 + arc4random_uniform(4000));
 	}
 }
@@ -251,7 +328,7 @@ wal_mode(struct mq *q)
  * backup, a copy) has nothing uncommitted, and is read as immutable.
  */
 static int
-readable(struct mq *q)
+readable(struct sq *q)
 {
 	int rc = sqlite3_exec(q->db, "SELECT 1 FROM sqlite_master LIMIT 1",
 	    NULL, NULL, NULL);
@@ -260,15 +337,15 @@ readable(struct mq *q)
 }
 
 static void
-reopen_immutable(struct mq *q)
+reopen_immutable(struct sq *q)
 {
 	char *wal, *uri, *u;
-	const char *p;
+	const char *p, *path = q->base.path;
 	struct stat st;
-	size_t n = strlen(q->path);
+	size_t n = strlen(path);
 
 	wal = mq_alloc(n + 5);
-	snprintf(wal, n + 5, "%s-wal", q->path);
+	snprintf(wal, n + 5, "%s-wal", path);
 	if (stat(wal, &st) == 0 && st.st_size > 0) {
 		free(wal);
 		return;		/* it has a WAL to read: let the error stand */
@@ -276,7 +353,7 @@ reopen_immutable(struct mq *q)
 	free(wal);
 	u = uri = mq_alloc(3 * n + 32);
 	u += sprintf(u, "file:");
-	for (p = q->path; *p; p++)
+	for (p = path; *p; p++)
 		if (*p == '%' || *p == '?' || *p == '#')
 			u += sprintf(u, "%%%02X", (unsigned char)*p);
 		else
@@ -285,54 +362,71 @@ reopen_immutable(struct mq *q)
 	sqlite3_close(q->db);
 	if (sqlite3_open_v2(uri, &q->db, SQLITE_OPEN_READONLY |
 	    SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-		mq_dbdie(q, "cannot open database");
+		sq_die(q, "cannot open database");
 	free(uri);
 	sqlite3_extended_result_codes(q->db, 1);
 }
 
 static void
-create_or_migrate(struct mq *q)
+create_or_migrate(struct sq *q)
 {
 	int64_t v, tables;
 	int i;
 
-	mq_begin(q);
+	sq_begin(q);
 	v = pragma_int(q, "PRAGMA user_version");
 	tables = pragma_int(q, "SELECT count(*) FROM sqlite_master");
 	if (v == 0 && tables == 0) {
-		exec(q, schema_sql, "cannot create schema");
+		sq_exec(q, schema_sql, "cannot create schema");
 	} else {
 		for (i = (int)v; i < SCHEMA_VERSION; i++)
-			exec(q, migrations[i - 1], "cannot migrate schema");
+			sq_exec(q, migrations[i - 1], "cannot migrate schema");
 	}
 	if (v != SCHEMA_VERSION) {
 		char sql[64];
 
 		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
 		    SCHEMA_VERSION);
-		exec(q, sql, "cannot migrate schema");
+		sq_exec(q, sql, "cannot migrate schema");
 	}
-	mq_commit(q);
+	sq_commit(q, SQ_DURABLE);
 }
 
-struct mq *
-mq_open(const char *path, int mode)
+
+static void
+free_sq(struct sq *q)
 {
-	struct mq *q = mq_alloc(sizeof *q);
+	int i;
+
+	for (i = 0; i < SQ_NSTMT; i++)
+		sqlite3_finalize(q->stmt[i]);
+	sqlite3_finalize(q->dv);
+	sqlite3_close(q->db);
+	sq_engine_close(q);
+	free(q->touched);
+	free(q->base.path);
+	free(q);
+}
+
+/* Opens (creates, migrates) the database; be: the table of operations. */
+struct mq *
+sq_open(const char *path, int mode, const struct mq_backend *be)
+{
+	struct sq *q = mq_alloc(sizeof *q);
 	struct stat st;
 	int64_t appid, v, tables;
 	int flags, rc;
 	const char *sync;
 
-	if (!path)
-		path = mq_default_path();
+	q->base.be = be;
+	q->shmfd = -1;
 	/* settings first: a usage error touches nothing */
 	q->busy_ms = busy_timeout();
 	sync = getenv("MQ_SYNC");
 	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
 		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",
 		    sync);
-	q->path = mq_strdup(path);
+	q->base.path = mq_strdup(path);
 	q->mode = mode;
 	if (stat(path, &st) < 0) {
 		if (errno != ENOENT)
@@ -357,14 +451,14 @@ mq_open(const char *path, int mode)
 		if (!q->db)
 			mq_die(MQ_EX_SOFTWARE, "cannot open database %s: out of "
 			    "memory", path);
-		mq_dbdie(q, "cannot open database");
+		sq_die(q, "cannot open database");
 	}
 	sqlite3_extended_result_codes(q->db, 1);
 	/*
 	 * Most mq programs run for one transaction.  Were the last one to
 	 * close to checkpoint the WAL into the database, each would pay two
 	 * more fsyncs; the WAL is checkpointed as it fills instead
-	 * (wal_autocheckpoint), and mq-purge --vacuum truncates it.
+	 * (sq_commit), and mq-purge --vacuum truncates it.
 	 */
 	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_busy_handler(q->db, on_busy, q);
@@ -372,11 +466,11 @@ mq_open(const char *path, int mode)
 		reopen_immutable(q);
 
 	/* one snapshot, so a file being created meanwhile reads consistently */
-	exec(q, "BEGIN", "cannot read database");
+	sq_exec(q, "BEGIN", "cannot read database");
 	appid = pragma_int(q, "PRAGMA application_id");
 	v = pragma_int(q, "PRAGMA user_version");
 	tables = pragma_int(q, "SELECT count(*) FROM sqlite_master");
-	exec(q, "COMMIT", "cannot read database");
+	sq_exec(q, "COMMIT", "cannot read database");
 	if (appid != MQ_APPID && !(appid == 0 && v == 0 && tables == 0))
 		mq_die(MQ_EX_DATAERR, "cannot open database %s: not an mq "
 		    "database (application_id %#llx)", path,
@@ -386,113 +480,149 @@ mq_open(const char *path, int mode)
 		    "version %lld is newer than this mq (%d); upgrade mq",
 		    path, (long long)v, SCHEMA_VERSION);
 
-	q->sync_normal = sync && !strcmp(sync, "normal");
-	q->sync_now = !q->sync_normal;
-	exec(q, q->sync_normal ?
-	    "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL",
-	    "cannot set up database");
-	exec(q, "PRAGMA cache_size=-16384", "cannot set up database");
-
-	if (v < SCHEMA_VERSION) {
-		if (mode == MQ_READ && tables == 0)
-			mq_die(MQ_EX_NOINPUT, "database %s is empty", path);
-		if (mode == MQ_READ) {
-			/* an older file: upgrade it through a writable handle */
-			sqlite3_close(q->db);
-			free(q->path);
-			free(q);
-			mq_close(mq_open(path, MQ_WRITE));
-			return mq_open(path, MQ_READ);
-		}
+	if (v < SCHEMA_VERSION && mode == MQ_READ) {
 		if (tables == 0)
-			wal_mode(q);
-		create_or_migrate(q);
+			mq_die(MQ_EX_NOINPUT, "database %s is empty", path);
+		/* an older file: upgrade it through a writable handle */
+		free_sq(q);
+		sq_close(sq_open(path, MQ_WRITE, be));
+		return sq_open(path, MQ_READ, be);
 	}
-	return q;
+	if (v < SCHEMA_VERSION && tables == 0)
+		wal_mode(q);
+	q->sync = sync && !strcmp(sync, "normal") ? SQ_NONE : SQ_GROUP;
+	sq_engine_open(q);	/* SQ_GROUP needs it; without it, SQ_FULL */
+	sq_exec(q, q->sync == SQ_FULL ? "PRAGMA synchronous=FULL" :
+	    "PRAGMA synchronous=NORMAL", "cannot set up database");
+	/* 2 MiB of pages: a stream of any length stays small (16 MB RSS) */
+	sq_exec(q, "PRAGMA cache_size=-2048", "cannot set up database");
+	if (mode != MQ_READ)
+		sqlite3_wal_hook(q->db, on_wal, q);
+	if (v < SCHEMA_VERSION)
+		create_or_migrate(q);
+	return &q->base;
 }
 
 void
-mq_close(struct mq *q)
+sq_close(struct mq *mq)
+{
+	free_sq(SQ(mq));
+}
+
+/* BEGIN, COMMIT and the like, prepared once: SQLITE_DONE or an error. */
+static int
+tx(struct sq *q, const char *sql)
+{
+	int rc = sqlite3_step(sq_stmt(q, sql));
+
+	return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+/* Write transactions queue first (engine.c), then take SQLite's lock. */
+void
+sq_begin(struct sq *q)
+{
+	sq_queue_enter(q);
+	if (tx(q, "BEGIN IMMEDIATE") != SQLITE_DONE) {
+		sq_queue_leave(q);
+		sq_die(q, "cannot start write");
+	}
+	q->in_tx = q->in_write = 1;
+	q->ntouched = 0;
+	q->seen = sq_commits_seen(q);
+}
+
+void
+sq_begin_read(struct sq *q)
+{
+	if (tx(q, "BEGIN") != SQLITE_DONE)
+		sq_die(q, "cannot start read");
+	q->in_tx = 1;
+	q->in_write = 0;
+}
+
+/* This transaction changed topic: wake its followers once it is durable. */
+void
+sq_touch(struct sq *q, int64_t topic)
 {
 	int i;
 
-	if (!q)
-		return;
-	for (i = 0; i < MQ_NSTMT; i++)
-		sqlite3_finalize(q->stmt[i]);
-	sqlite3_finalize(q->dv);
-	sqlite3_close(q->db);
-	free(q->path);
-	free(q);
-}
-
-const char *
-mq_path(struct mq *q)
-{
-	return q->path;
-}
-
-void
-mq_begin(struct mq *q)
-{
-	if (sqlite3_exec(q->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-		mq_dbdie(q, "cannot start write");
-	q->in_tx = 1;
-}
-
-void
-mq_begin_read(struct mq *q)
-{
-	exec(q, "BEGIN", "cannot start read");
-	q->in_tx = 1;
-}
-
-void
-mq_commit(struct mq *q)
-{
-	if (sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
-		mq_dbdie(q, "cannot commit");
-	q->in_tx = 0;
-}
-
-void
-mq_rollback(struct mq *q)
-{
-	if (q->in_tx)
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-	q->in_tx = 0;
+	for (i = 0; i < q->ntouched; i++)
+		if (q->touched[i] == topic)
+			return;
+	if (q->ntouched == q->atouched) {
+		q->atouched = q->atouched ? 2 * q->atouched : 4;
+		q->touched = mq_array(q->touched, q->atouched,
+		    sizeof *q->touched);
+	}
+	q->touched[q->ntouched++] = topic;
 }
 
 /*
- * Whether the next commits sync (FULL) or leave the sync to a later commit
- * (NORMAL: in WAL mode a later synced commit covers the earlier frames).
- * MQ_SYNC=normal keeps NORMAL throughout.
+ * Ends a transaction.  A read ends by rolling back; but what it read may
+ * have been committed and not yet synced by its writer, so before anything
+ * read is shown, the commits it may have seen are made durable (in the
+ * common case they are already).  A write commits, leaves the queue,
+ * checkpoints if the WAL has grown, and with SQ_DURABLE returns only once
+ * the commit is on disk; then the followers of the topics it changed are
+ * woken.
  */
 void
-mq_sync(struct mq *q, int full)
+sq_commit(struct sq *q, int how)
 {
-	full = full && !q->sync_normal;
-	if (full == q->sync_now)
+	uint64_t seq;
+	int i;
+
+	if (!q->in_write) {
+		q->seen = sq_commits_seen(q);
+		sq_rollback(q);
+		if (how != SQ_LAZY)
+			sq_durable(q, q->seen, 1);
 		return;
-	exec(q, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-	    "cannot set synchronous");
-	q->sync_now = full;
+	}
+	/* only durable commits are numbered: nobody waits for a lazy one */
+	seq = how == SQ_DURABLE ? sq_commit_begins(q) : 0;
+	if (tx(q, "COMMIT") != SQLITE_DONE)
+		sq_die(q, "cannot commit");
+	q->in_tx = q->in_write = 0;
+	sq_commit_done(q, seq);
+	sq_checkpoint(q, q->wal_frames);	/* in the queue: see engine.c */
+	q->wal_frames = 0;
+	sq_queue_leave(q);
+	if (how == SQ_DURABLE)
+		sq_durable(q, seq, 0);
+	else if (how == SQ_SEEN)
+		sq_durable(q, q->seen, 1);	/* only what it read */
+	for (i = 0; i < q->ntouched; i++)
+		sq_wake(q, q->touched[i]);
+	q->ntouched = 0;
+}
+
+void
+sq_rollback(struct sq *q)
+{
+	if (q->in_tx)
+		tx(q, "ROLLBACK");
+	if (q->in_write)
+		sq_queue_leave(q);
+	q->in_tx = q->in_write = 0;
+	q->ntouched = 0;
 }
 
 int64_t
-mq_data_version(struct mq *q)
+sq_data_version(struct sq *q)
 {
 	int64_t v = 0;
 	int rc;
 
 	if (!q->dv && sqlite3_prepare_v3(q->db, "PRAGMA data_version", -1,
 	    SQLITE_PREPARE_PERSISTENT, &q->dv, NULL) != SQLITE_OK)
-		mq_dbdie(q, "cannot read database");
+		sq_die(q, "cannot read database");
 	rc = sqlite3_step(q->dv);
 	if (rc == SQLITE_ROW)
 		v = sqlite3_column_int64(q->dv, 0);
 	sqlite3_reset(q->dv);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		mq_dbdie(q, "cannot read database");
+		sq_die(q, "cannot read database");
 	return v;
 }

@@ -1,0 +1,243 @@
+/*
+ * backend.c: the storage interface the programs call.  It picks the
+ * backend a database name asks for and passes each operation on to it
+ * (the contract is in backend.h); what is the same for every backend is
+ * here: finding the default database, who this process is when it joins
+ * as a consumer.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+const char *
+mq_default_path(void)
+{
+	static char buf[PATH_MAX];
+	const char *env, *home;
+
+	if ((env = getenv("MQ_DB")) && *env)
+		return env;
+	if ((env = getenv("XDG_DATA_HOME")) && *env)
+		snprintf(buf, sizeof buf, "%s/mq/mq.db", env);
+	else if ((home = getenv("HOME")) && *home)
+		snprintf(buf, sizeof buf, "%s/.local/share/mq/mq.db", home);
+	else
+		mq_die(MQ_EX_USAGE, "no database: set MQ_DB or HOME, or use -d");
+	return buf;
+}
+
+struct mq *
+mq_open(const char *path, int mode)
+{
+	if (!path)
+		path = mq_default_path();
+	return mq_sqlite_open(path, mode);
+}
+
+void
+mq_close(struct mq *q)
+{
+	if (q)
+		q->be->close(q);
+}
+
+const char *
+mq_path(struct mq *q)
+{
+	return q->path;
+}
+
+int
+mq_topic_get(struct mq *q, const char *name, struct mq_topic *t)
+{
+	return q->be->topic_get(q, name, t);
+}
+
+int
+mq_topic_list(struct mq *q, struct mq_topic **out)
+{
+	return q->be->topic_list(q, out);
+}
+
+int
+mq_topic_create(struct mq *q, const char *name, const struct mq_topic_conf *c,
+    struct mq_topic *t)
+{
+	return q->be->topic_create(q, name, c, t);
+}
+
+int
+mq_topic_conf(struct mq *q, const char *name, const struct mq_topic_conf *c,
+    struct mq_topic *t)
+{
+	return q->be->topic_conf(q, name, c, t);
+}
+
+int
+mq_topic_delete(struct mq *q, const char *name, int force, struct mq_held *h)
+{
+	return q->be->topic_delete(q, name, force, h);
+}
+
+int
+mq_group_get(struct mq *q, const char *topic, const char *name,
+    struct mq_group *g)
+{
+	return q->be->group_get(q, topic, name, g);
+}
+
+int
+mq_group_conf(struct mq *q, const char *topic, const char *name,
+    const struct mq_group_conf *c, struct mq_group *g)
+{
+	return q->be->group_conf(q, topic, name, c, g);
+}
+
+int
+mq_group_delete(struct mq *q, const char *topic, const char *name, int force,
+    struct mq_held *h)
+{
+	return q->be->group_delete(q, topic, name, force, h);
+}
+
+int
+mq_snapshot(struct mq *q, struct mq_lag *L)
+{
+	return q->be->snapshot(q, L);
+}
+
+int
+mq_append(struct mq *q, struct mq_append *a, const struct mq_rec *r,
+    size_t n, struct mq_sent *out)
+{
+	return n ? q->be->append(q, a, r, n, out) : 0;
+}
+
+int
+mq_claim(struct mq *q, const struct mq_claim *c, struct mq_msg *out, int max,
+    int64_t *next_due)
+{
+	return q->be->claim(q, c, out, max, next_due);
+}
+
+void
+mq_settle(struct mq *q, struct mq_settle *s, size_t n)
+{
+	if (n)
+		q->be->settle(q, s, n);
+}
+
+int
+mq_read(struct mq *q, const struct mq_read *r, struct mq_msg *out, int max)
+{
+	return q->be->read(q, r, out, max);
+}
+
+int64_t
+mq_offset_at(struct mq *q, const char *topic, int64_t ts)
+{
+	return q->be->offset_at(q, topic, ts);
+}
+
+int
+mq_move(struct mq *q, const char *topic, const char *group,
+    const struct mq_move *m, struct mq_moved *out)
+{
+	return q->be->move(q, topic, group, m, out);
+}
+
+int
+mq_redrive(struct mq *q, const char *topic, const char *group,
+    const int64_t *offs, int *found, int n, int dry, int64_t *count)
+{
+	return q->be->redrive(q, topic, group, offs, found, n, dry, count);
+}
+
+int
+mq_trace(struct mq *q, const char *topic, int64_t off, struct mq_trace *tr)
+{
+	memset(tr, 0, sizeof *tr);
+	return q->be->trace(q, topic, off, tr);
+}
+
+int
+mq_purge(struct mq *q, const char *topic, struct mq_purge *p)
+{
+	return q->be->purge(q, topic, p);
+}
+
+void
+mq_vacuum(struct mq *q)
+{
+	q->be->vacuum(q);
+}
+
+int64_t
+mq_join(struct mq *q, const char *topic, const char *group, int latest,
+    int64_t *lease)
+{
+	struct mq_consumer me;
+
+	memset(&me, 0, sizeof me);
+	snprintf(me.host, sizeof me.host, "%s", mq_hostname());
+	mq_boot_id(me.boot, sizeof me.boot);
+	me.pid = getpid();
+	me.start = mq_proc_start(getpid());
+	me.since = me.seen = mq_now();
+	return q->be->join(q, topic, group, latest, &me, lease);
+}
+
+void
+mq_beat(struct mq *q, int64_t id, int64_t lease_until)
+{
+	q->be->beat(q, id, lease_until);
+}
+
+void
+mq_leave(struct mq *q, int64_t id)
+{
+	q->be->leave(q, id);
+}
+
+int
+mq_consumers(struct mq *q, const char *topic, const char *group,
+    struct mq_consumer **out)
+{
+	return q->be->consumers(q, topic, group, out);
+}
+
+/*
+ * Releases the leases of the group's consumers on this host whose process
+ * is gone.  (A group's own members look after it: what they would claim
+ * is what the dead one held.)
+ */
+void
+mq_reap(struct mq *q, const char *topic, const char *group)
+{
+	char boot[40];
+
+	mq_boot_id(boot, sizeof boot);
+	q->be->reap(q, topic, group, mq_hostname(), mq_consumer_gone, boot);
+}
+
+struct mq_waiter *
+mq_waiter_new(struct mq *q, const char *topic)
+{
+	return q->be->waiter(q, topic);
+}
+
+int
+mq_wait(struct mq_waiter *w, int64_t until)
+{
+	return w->q->be->wait(w, until);
+}
+
+void
+mq_waiter_free(struct mq_waiter *w)
+{
+	if (w)
+		w->q->be->waiter_free(w);
+}

@@ -1,0 +1,108 @@
+/*
+ * follow.c: the loop every consumer runs: claim what is there, hand it
+ * on, and when there is nothing, sleep until the topic changes, a lease
+ * or retry falls due, a handler ends or it is time to stop.
+ *
+ * Invariants:
+ * - The waiter is made before the last look that found nothing, so a
+ *   message sent in between wakes it (wait.c).
+ * - Consumers of this group and host whose process died are looked for
+ *   at the start and then at most once a second (mq_reap), so their
+ *   leases come back at once.
+ * - A registered consumer (member) beats every third of its lease, with
+ *   its leases extended while handlers run (exec mode), and leaves at the
+ *   end, which gives back whatever it still holds.
+ * - The first SIGTERM or SIGINT stops the claiming; running handlers
+ *   finish and are settled.  A second one halts them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mq.h"
+
+#define CHUNK		256
+#define REAP_MS		1000
+#define MEMBER_BEAT	10000	/* a printing member: only to stay listed */
+
+int
+mq_follow(struct mq *q, struct mq_follow *f)
+{
+	struct mq_msg *msgs = mq_array(NULL, CHUNK, sizeof *msgs);
+	struct mq_waiter *w = NULL;
+	int64_t now, next_due, reaped, beat, wake, every;
+	int k, want, running = 0, stopped = 0, status = 0;
+
+	mq_catch_stop();
+	mq_reap(q, f->c.topic, f->c.group);
+	reaped = mq_now();
+	f->lease = f->c.lease;
+	if (f->member) {
+		f->c.consumer = mq_join(q, f->c.topic, f->c.group, f->c.latest,
+		    &f->lease);
+		if (f->c.lease)
+			f->lease = f->c.lease;
+	}
+	every = f->beat_lease ? f->lease / 3 : MEMBER_BEAT;
+	beat = mq_now() + every;
+	for (;;) {
+		if (f->busy)
+			running = f->busy(f);
+		if (mq_stop >= 2 && f->halt) {
+			f->halt(f);
+			break;
+		}
+		if (mq_stop)
+			stopped = 1;
+		if (stopped && running == 0)
+			break;
+		now = mq_now();
+		if (now - reaped >= REAP_MS) {
+			mq_reap(q, f->c.topic, f->c.group);
+			reaped = now;
+		}
+		next_due = INT64_MAX;
+		want = CHUNK;
+		if (f->limit && want > f->limit - f->taken)
+			want = (int)(f->limit - f->taken);
+		if (f->want)
+			want = f->want(f, want);
+		if (!stopped && want > 0) {
+			k = mq_claim(q, &f->c, msgs, want, &next_due);
+			f->c.woken = 0;
+			f->taken += k;
+			if (k && f->got(f, msgs, k) < 0) {
+				status = -1;
+				break;
+			}
+			if (k == want)
+				continue;	/* there may be more */
+		}
+		if (running == 0 && f->limit && f->taken >= f->limit)
+			break;
+		if (running == 0 && !f->follow && (mq_now() >= f->until ||
+		    (f->first && f->taken)))
+			break;
+		if (f->member && now >= beat) {
+			mq_beat(q, f->c.consumer, f->beat_lease && running ?
+			    now + f->lease : 0);
+			beat = now + every;
+		}
+		if (!w) {	/* made before one more look: nothing is missed */
+			w = mq_waiter_new(q, f->c.topic);
+			continue;
+		}
+		wake = next_due;
+		if (f->member && beat < wake)
+			wake = beat;
+		if (!f->follow && running == 0 && f->until < wake)
+			wake = f->until;
+		if (wake > reaped + REAP_MS)
+			wake = reaped + REAP_MS;
+		f->c.woken = mq_wait(w, wake) == 2;
+	}
+	if (f->member)
+		mq_leave(q, f->c.consumer);	/* gives back what is still held */
+	mq_waiter_free(w);
+	free(msgs);
+	return status;
+}

@@ -1,0 +1,67 @@
+/*
+ * policy.c: the delivery rules, the same whatever stores the deliveries.
+ * Pure: no I/O, no clock (the caller passes now), so every backend asks
+ * here instead of encoding the rules in its own queries.
+ *
+ * - A failed delivery waits for its group's backoff step (or the delay
+ *   the failure asked for) and is tried again, unless it has had
+ *   max_attempts deliveries: then it becomes a dead letter.
+ * - A lease that ran out counts as a delivery that failed without a
+ *   word: at max_attempts it becomes a dead letter, otherwise it is due
+ *   again at once.
+ * - The backoff schedule's last step repeats.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mq.h"
+
+int64_t
+mq_backoff(const char *schedule, int attempt)
+{
+	int64_t *steps, d;
+	int n;
+
+	if (mq_parse_backoff(schedule, &steps, &n) < 0)
+		return 10000;
+	if (attempt < 1)
+		attempt = 1;
+	d = steps[attempt - 1 < n ? attempt - 1 : n - 1];
+	free(steps);
+	return d;
+}
+
+void
+mq_rule_fail(const struct mq_group *g, int attempt, int64_t now,
+    int64_t delay, const char *why, struct mq_verdict *v)
+{
+	memset(v, 0, sizeof *v);
+	if (attempt >= g->max_attempts) {
+		v->state = MQ_DEAD;
+		v->due = now;
+		snprintf(v->reason, sizeof v->reason,
+		    "attempts exhausted (%d)%s%s", attempt, why ? ": " : "",
+		    why ? why : "");
+		return;
+	}
+	v->state = MQ_WAITING;
+	v->due = now + (delay >= 0 ? delay : mq_backoff(g->backoff, attempt));
+	if (why)
+		snprintf(v->reason, sizeof v->reason, "%s", why);
+}
+
+/* Returns 1 when the delivery whose lease ran out is now a dead letter. */
+int
+mq_rule_expired(const struct mq_group *g, int attempt, int expired,
+    struct mq_verdict *v)
+{
+	memset(v, 0, sizeof *v);
+	if (attempt < g->max_attempts) {
+		v->state = MQ_WAITING;
+		return 0;
+	}
+	v->state = MQ_DEAD;
+	snprintf(v->reason, sizeof v->reason, "lease expired %d times",
+	    expired);
+	return 1;
+}

@@ -1,0 +1,882 @@
+/*
+ * deliver.c: appending, claiming and settling, and the consumers that
+ * hold leases.  The rules (backoff, dead letters, reasons) are policy.c's;
+ * this file keeps the rows.
+ *
+ * Invariants:
+ * - topic.next_off is read and raised inside the append's write
+ *   transaction, so offsets are dense and unique; the counters beside it
+ *   change by increments.
+ * - Every offset below grp.pos has been handed out; one handed out and
+ *   not settled has exactly one delivery row.  pos only grows, by max().
+ * - A delivery is leased to one receipt at a time: state 1 with a fresh
+ *   random token per attempt.  Settling names attempt and token in the
+ *   statement that changes the row, so a stale receipt changes nothing.
+ * - attempt counts deliveries; at max_attempts a failure or an expired
+ *   lease makes a dead letter instead of a retry.
+ * - A claim that finds nothing writes nothing (a read only), so idle
+ *   consumers take no lock; a claim commits without a sync (losing it only
+ *   delivers again), but what it returns was durable first.  Appends,
+ *   settles and auto-acks are durable when they return.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sq.h"
+
+#define SCAN_MAX	4096	/* messages examined per claim */
+
+static int64_t
+my_pid(void)
+{
+	static int64_t pid;
+
+	if (!pid)
+		pid = getpid();
+	return pid;
+}
+
+/* Orders history rows of one millisecond; unique to this process. */
+int64_t
+sq_n(void)
+{
+	static int64_t count;
+
+	return my_pid() << 32 | ++count;
+}
+
+/*
+ * A history row: an attempt that ended (with when and by whom it was
+ * delivered: a->since 0 for none), or a redrive.
+ */
+void
+sq_history(struct sq *q, int64_t grp, int64_t off, int attempt,
+    const char *event, const char *reason, const struct sq_by *a)
+{
+	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, n, "
+	    "attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+
+	sqlite3_bind_int64(s, 1, grp);
+	sqlite3_bind_int64(s, 2, off);
+	sqlite3_bind_int64(s, 3, mq_now());
+	sqlite3_bind_int64(s, 4, sq_n());
+	sqlite3_bind_int(s, 5, attempt);
+	sqlite3_bind_text(s, 6, event, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 7, mq_hostname(), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 8, my_pid());
+	if (reason)
+		sqlite3_bind_text(s, 9, reason, -1, SQLITE_STATIC);
+	if (a && a->since) {
+		sqlite3_bind_int64(s, 10, a->since);
+		sqlite3_bind_text(s, 11, a->host, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(s, 12, a->pid);
+	}
+	sq_step(q, s, "cannot record history");
+}
+
+/* Who delivered an attempt: columns since, host, pid from column i on. */
+static void
+by_cols(sqlite3_stmt *s, int i, struct sq_by *a)
+{
+	a->since = sqlite3_column_int64(s, i);
+	sq_copy(s, i + 1, a->host, sizeof a->host);
+	a->pid = sqlite3_column_int64(s, i + 2);
+}
+
+/* appending */
+
+/* A dedup id seen inside the window: the offset it first got, else 0. */
+static int64_t
+dedup_seen(struct sq *q, const struct mq_topic *t, const char *id,
+    int64_t now)
+{
+	sqlite3_stmt *s = sq_stmt(q, "SELECT off FROM dedup "
+	    "WHERE topic = ? AND id = ? AND ts > ?");
+	int64_t off = 0;
+
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, now - t->dedup_window);
+	if (sq_step(q, s, "cannot read dedup ids") == SQLITE_ROW)
+		off = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return off;
+}
+
+int
+sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
+    size_t n, struct mq_sent *out)
+{
+	struct sq *q = SQ(mq);
+	struct mq_topic t;
+	sqlite3_stmt *s;
+	int64_t now, ts, due, off, bytes = 0, stored = 0;
+	size_t i;
+
+	sq_begin(q);
+	sq_topic_ensure(q, a->topic, &t);
+	for (i = 0; i < n; i++)
+		if (r[i].len > (size_t)t.max_size) {
+			sq_rollback(q);
+			a->bad = i;
+			a->max_size = t.max_size;
+			return MQ_E_TOOBIG;
+		}
+	now = mq_now();
+	ts = now > t.last_ts ? now : t.last_ts;	/* times never go back */
+	due = a->delay >= 0 ? now + a->delay : a->at >= 0 ? a->at : ts;
+	off = t.next_off;
+	for (i = 0; i < n; i++) {
+		out[i].dup = 0;
+		if (r[i].dedup && (out[i].off = dedup_seen(q, &t, r[i].dedup,
+		    now))) {
+			out[i].dup = 1;
+			continue;
+		}
+		if (r[i].dedup) {
+			s = sq_stmt(q, "INSERT OR REPLACE INTO dedup "
+			    "(topic, id, off, ts) VALUES (?, ?, ?, ?)");
+			sqlite3_bind_int64(s, 1, t.id);
+			sqlite3_bind_text(s, 2, r[i].dedup, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 3, off);
+			sqlite3_bind_int64(s, 4, now);
+			sq_step(q, s, "cannot store dedup id");
+		}
+		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body) "
+		    "VALUES (?, ?, ?, ?, ?, ?)");
+		sqlite3_bind_int64(s, 1, t.id);
+		sqlite3_bind_int64(s, 2, off);
+		sqlite3_bind_int64(s, 3, ts);
+		sqlite3_bind_int64(s, 4, due > ts ? due : ts);
+		if (a->key)
+			sqlite3_bind_text(s, 5, a->key, -1, SQLITE_STATIC);
+		sqlite3_bind_blob64(s, 6, r[i].len ? r[i].body : "", r[i].len,
+		    SQLITE_STATIC);
+		sq_step(q, s, "cannot store message");
+		out[i].off = off++;
+		stored++;
+		bytes += r[i].len;
+	}
+	if (stored) {
+		s = sq_stmt(q, "UPDATE topic SET next_off = next_off + ?2, "
+		    "msgs = msgs + ?2, bytes = bytes + ?3, "
+		    "last_ts = max(last_ts, ?4) WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, t.id);
+		sqlite3_bind_int64(s, 2, stored);
+		sqlite3_bind_int64(s, 3, bytes);
+		sqlite3_bind_int64(s, 4, ts);
+		sq_step(q, s, "cannot update topic");
+		sq_touch(q, t.id);
+	}
+	sq_commit(q, SQ_DURABLE);
+	return 0;
+}
+
+/* claiming */
+
+struct claimer {
+	struct sq		*q;
+	const struct mq_claim	*c;
+	struct mq_topic		 t;
+	struct mq_group		 g;
+	int64_t			 now, lease, pos;
+	int64_t			 delivered, settled, dead;
+	struct sq_by		 me;	/* delivering now: this process */
+	struct mq_msg		*out;
+	int			 n, max, changed;
+};
+
+/* A row of a delivery that is due, or of a new message. */
+struct due {
+	int64_t		off, due;
+	int		state, attempt, expired;	/* state -1: new */
+	char		*key;
+	struct sq_by	by;		/* who delivered it (a lease) */
+	struct mq_msg	m;		/* the message, read with it */
+};
+
+static void
+deliver(struct claimer *k, struct due *d)
+{
+	struct sq *q = k->q;
+	struct mq_msg *m = &k->out[k->n];
+	sqlite3_stmt *s;
+	uint32_t token = 0;
+
+	d->attempt++;
+	k->delivered++;
+	k->changed = 1;
+	if (k->c->autoack) {
+		if (d->state >= 0) {
+			s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ? "
+			    "AND off = ?");
+			sqlite3_bind_int64(s, 1, k->g.id);
+			sqlite3_bind_int64(s, 2, d->off);
+			sq_step(q, s, "cannot delete delivery");
+		}
+		k->settled++;
+		sq_history(q, k->g.id, d->off, d->attempt, "acked", "auto-ack",
+		    &k->me);
+	} else {
+		token = arc4random();
+		s = sq_stmt(q, "INSERT OR REPLACE INTO delivery (grp, off, "
+		    "state, due, attempt, expired, token, consumer, key, since, "
+		    "host, pid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+		sqlite3_bind_int64(s, 1, k->g.id);
+		sqlite3_bind_int64(s, 2, d->off);
+		sqlite3_bind_int64(s, 3, k->now + k->lease);
+		sqlite3_bind_int(s, 4, d->attempt);
+		sqlite3_bind_int(s, 5, d->expired);
+		sqlite3_bind_int64(s, 6, token);
+		if (k->c->consumer)
+			sqlite3_bind_int64(s, 7, k->c->consumer);
+		if (d->key)
+			sqlite3_bind_text(s, 8, d->key, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 9, k->me.since);
+		sqlite3_bind_text(s, 10, k->me.host, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 11, k->me.pid);
+		sq_step(q, s, "cannot store delivery");
+	}
+	if (!d->m.body) {
+		/* purged under a delivery: nothing left to deliver */
+		s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ? AND off = ?");
+		sqlite3_bind_int64(s, 1, k->g.id);
+		sqlite3_bind_int64(s, 2, d->off);
+		sq_step(q, s, "cannot delete delivery");
+		return;
+	}
+	*m = d->m;
+	memset(&d->m, 0, sizeof d->m);
+	m->attempt = d->attempt;
+	m->token = token;
+	m->receipt[0] = '\0';
+	if (!k->c->autoack)	/* settled already: no receipt to give */
+		mq_format_receipt(m->receipt, sizeof m->receipt, k->t.name,
+		    k->g.name, m->off, m->attempt, token);
+	k->n++;
+}
+
+static void
+free_due(struct due *d, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		free(d[i].key);
+		mq_msg_free(&d[i].m);
+	}
+}
+
+/* The message columns (off, ts, due, key, body) from column i on. */
+static void
+msg_cols(sqlite3_stmt *s, int i, struct mq_msg *m)
+{
+	memset(m, 0, sizeof *m);
+	if (sqlite3_column_type(s, i) == SQLITE_NULL)
+		return;		/* no such message (purged) */
+	m->off = sqlite3_column_int64(s, i);
+	m->ts = sqlite3_column_int64(s, i + 1);
+	m->due = sqlite3_column_int64(s, i + 2);
+	m->key = sq_text(s, i + 3);
+	m->len = sqlite3_column_bytes(s, i + 4);
+	m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, i + 4),
+	    m->len);
+}
+
+void
+sq_msg_row(sqlite3_stmt *s, struct mq_msg *m)
+{
+	msg_cols(s, 0, m);
+}
+
+/*
+ * Due deliveries: waiting ones whose time came and leases that ran out,
+ * up to max.  In an ordered group a keyed delivery is due only when no
+ * earlier unsettled delivery has its key.
+ */
+static int
+due_rows(struct claimer *k, struct due *d, int max)
+{
+	static const char plain[] =
+	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
+	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
+	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
+	    "ORDER BY d.due, d.off LIMIT ?3";
+	static const char ordered[] =
+	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
+	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
+	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND (d.key IS "
+	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
+	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
+	    "ORDER BY d.due, d.off LIMIT ?3";
+	sqlite3_stmt *s = sq_stmt(k->q, k->g.ordered ? ordered : plain);
+	int n = 0;
+
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_int64(s, 2, k->now);
+	sqlite3_bind_int(s, 3, max);
+	sqlite3_bind_int64(s, 4, k->t.id);
+	while (n < max && sq_step(k->q, s, "cannot read deliveries") ==
+	    SQLITE_ROW) {
+		d[n].off = sqlite3_column_int64(s, 0);
+		d[n].state = sqlite3_column_int(s, 1);
+		d[n].attempt = sqlite3_column_int(s, 2);
+		d[n].expired = sqlite3_column_int(s, 3);
+		d[n].key = sq_text(s, 4);
+		msg_cols(s, 5, &d[n].m);
+		by_cols(s, 10, &d[n].by);
+		n++;
+	}
+	sqlite3_reset(s);
+	return n;
+}
+
+/*
+ * A lease that ran out at max attempts becomes a dead letter and takes no
+ * slot: the loop goes on (every row it sees leaves the due set, so it
+ * ends).
+ */
+static void
+claim_due(struct claimer *k)
+{
+	struct due *d = mq_array(NULL, k->max, sizeof *d);
+	struct mq_verdict v;
+	sqlite3_stmt *s;
+	int i, n;
+
+	do {
+		n = due_rows(k, d, k->max - k->n);
+		for (i = 0; i < n; i++) {
+			if (d[i].state == MQ_LEASED) {
+				d[i].expired++;
+				k->changed = 1;
+				sq_history(k->q, k->g.id, d[i].off, d[i].attempt,
+				    "expired", "lease ran out", &d[i].by);
+				if (mq_rule_expired(&k->g, d[i].attempt,
+				    d[i].expired, &v)) {
+					s = sq_stmt(k->q, "UPDATE delivery SET "
+					    "state = 2, consumer = NULL, "
+					    "expired = ?3, reason = ?4 "
+					    "WHERE grp = ?1 AND off = ?2");
+					sqlite3_bind_int64(s, 1, k->g.id);
+					sqlite3_bind_int64(s, 2, d[i].off);
+					sqlite3_bind_int(s, 3, d[i].expired);
+					sqlite3_bind_text(s, 4, v.reason, -1,
+					    SQLITE_STATIC);
+					sq_step(k->q, s, "cannot store delivery");
+					sq_history(k->q, k->g.id, d[i].off,
+					    d[i].attempt, "dead", v.reason, NULL);
+					k->dead++;
+					continue;
+				}
+			}
+			deliver(k, &d[i]);
+		}
+		free_due(d, n);
+	} while (n > 0 && k->n < k->max);
+	free(d);
+}
+
+static int
+key_busy(struct claimer *k, const char *key)
+{
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery "
+	    "WHERE grp = ? AND key = ? AND state < 2 LIMIT 1");
+	int busy;
+
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
+	sqlite3_reset(s);
+	return busy;
+}
+
+/* Delayed, or behind its key: it waits as a row, due when it may go. */
+static void
+hold(struct claimer *k, struct due *d)
+{
+	sqlite3_stmt *s = sq_stmt(k->q, "INSERT OR REPLACE INTO delivery "
+	    "(grp, off, state, due, attempt, key) VALUES (?, ?, 0, ?, 0, ?)");
+
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_int64(s, 2, d->off);
+	sqlite3_bind_int64(s, 3, d->m.due > k->now ? d->m.due : k->now);
+	if (d->key)
+		sqlite3_bind_text(s, 4, d->key, -1, SQLITE_STATIC);
+	sq_step(k->q, s, "cannot store delivery");
+}
+
+static void
+claim_new(struct claimer *k)
+{
+	struct due *d = mq_array(NULL, 256, sizeof *d);
+	sqlite3_stmt *s;
+	int i, n, want, scanned = 0;
+
+	while (k->n < k->max && scanned < SCAN_MAX) {
+		want = k->max - k->n < 256 ? k->max - k->n : 256;
+		s = sq_stmt(k->q, "SELECT off, ts, due, key, body FROM msg "
+		    "WHERE topic = ? AND off >= ? AND off < ? ORDER BY off "
+		    "LIMIT ?");
+		sqlite3_bind_int64(s, 1, k->t.id);
+		sqlite3_bind_int64(s, 2, k->pos);
+		sqlite3_bind_int64(s, 3, k->t.next_off);
+		sqlite3_bind_int(s, 4, want);
+		for (n = 0; n < want && sq_step(k->q, s, "cannot read messages")
+		    == SQLITE_ROW; n++) {
+			memset(&d[n], 0, sizeof d[n]);
+			msg_cols(s, 0, &d[n].m);
+			d[n].off = d[n].m.off;
+			d[n].state = -1;
+			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
+		}
+		sqlite3_reset(s);
+		if (n == 0)
+			break;
+		for (i = 0; i < n; i++) {
+			k->pos = d[i].off + 1;
+			k->changed = 1;
+			scanned++;
+			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
+			    key_busy(k, d[i].key)))
+				hold(k, &d[i]);
+			else
+				deliver(k, &d[i]);
+		}
+		free_due(d, n);
+	}
+	free(d);
+}
+
+/*
+ * Whether a claim could find something: a delivery due, or a message at or
+ * after the group's position.  A read, so idle consumers need not take the
+ * write lock to learn there is nothing (it may say yes for an ordered
+ * group whose due rows all wait behind their keys).
+ */
+static int
+claimable(struct sq *q, const struct mq_group *g, int64_t now)
+{
+	sqlite3_stmt *s = sq_stmt(q, "SELECT EXISTS (SELECT 1 FROM delivery "
+	    "WHERE grp = ?1 AND state < 2 AND due <= ?2) OR EXISTS (SELECT 1 "
+	    "FROM msg WHERE topic = ?3 AND off >= ?4)");
+	int yes = 1;
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int64(s, 3, g->topic);
+	sqlite3_bind_int64(s, 4, g->pos);
+	if (sq_step(q, s, "cannot read deliveries") == SQLITE_ROW)
+		yes = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	return yes;
+}
+
+/*
+ * The next moment after now a waiting delivery or a lease of the group
+ * falls due.  Rows due already but not claimable wait behind their key and
+ * move only when another delivery settles, which wakes the topic.
+ */
+static int64_t
+next_due(struct sq *q, const struct mq_group *g, int64_t now)
+{
+	return sq_int(q, "SELECT min(due) FROM delivery WHERE grp = ? AND "
+	    "state < 2 AND due > ?", INT64_MAX, 2, g->id, now);
+}
+
+int
+sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
+    int64_t *next)
+{
+	struct sq *q = SQ(mq);
+	struct claimer k;
+	sqlite3_stmt *s;
+
+	memset(&k, 0, sizeof k);
+	k.q = q;
+	k.c = c;
+	k.out = out;
+	k.max = max;
+	/*
+	 * Nothing to claim: learn it in one read, without the write lock
+	 * (not worth it when the topic was just changed for us).
+	 */
+	if (!c->woken) {
+		sq_begin_read(q);
+		k.now = mq_now();
+		if (sq_need(q, c->topic, c->group, &k.t, &k.g) == 0 &&
+		    !claimable(q, &k.g, k.now)) {
+			if (next)
+				*next = next_due(q, &k.g, k.now);
+			sq_rollback(q);
+			return 0;
+		}
+		sq_rollback(q);
+	}
+
+	sq_begin(q);
+	k.now = mq_now();
+	if (!sq_topic_row(q, c->topic, &k.t) ||
+	    !sq_group_row(q, k.t.id, c->group, &k.g)) {
+		sq_topic_ensure(q, c->topic, &k.t);
+		sq_group_ensure(q, &k.t, c->group, c->latest, &k.g);
+		k.changed = 1;
+	}
+	k.lease = c->lease ? c->lease : k.g.lease;
+	k.pos = k.g.pos;
+	k.me.since = k.now;
+	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
+	k.me.pid = my_pid();
+	claim_due(&k);
+	if (k.n < k.max)
+		claim_new(&k);
+	if (next)
+		*next = k.n ? k.now : next_due(q, &k.g, k.now);
+	if (!k.changed) {
+		sq_rollback(q);
+		return 0;
+	}
+	s = sq_stmt(q, "UPDATE grp SET pos = max(pos, ?2), "
+	    "delivered = delivered + ?3, settled = settled + ?4, "
+	    "deadlettered = deadlettered + ?5 WHERE id = ?1");
+	sqlite3_bind_int64(s, 1, k.g.id);
+	sqlite3_bind_int64(s, 2, k.pos);
+	sqlite3_bind_int64(s, 3, k.delivered);
+	sqlite3_bind_int64(s, 4, k.settled);
+	sqlite3_bind_int64(s, 5, k.dead);
+	sq_step(q, s, "cannot update group");
+	sq_commit(q, c->autoack ? SQ_DURABLE : SQ_SEEN);
+	return k.n;
+}
+
+/* settling */
+
+#define LIVE "grp = ?1 AND off = ?2 AND state = 1 AND attempt = ?3 " \
+	"AND token = ?4"
+
+struct gcache {
+	char		topic[MQ_NAME_MAX + 1];
+	struct mq_topic	t;
+	struct mq_group	g;
+	int		found;
+	int64_t		settled, failed, dead;
+};
+
+static struct gcache *
+group_of(struct sq *q, struct gcache **gc, int *ngc, const struct mq_receipt *r)
+{
+	struct gcache *c;
+	int i;
+
+	for (i = 0; i < *ngc; i++)
+		if (!strcmp((*gc)[i].topic, r->topic) &&
+		    !strcmp((*gc)[i].g.name, r->group))
+			return &(*gc)[i];
+	*gc = mq_array(*gc, *ngc + 1, sizeof **gc);
+	c = &(*gc)[(*ngc)++];
+	memset(c, 0, sizeof *c);
+	snprintf(c->topic, sizeof c->topic, "%s", r->topic);
+	snprintf(c->g.name, sizeof c->g.name, "%s", r->group);
+	c->found = sq_need(q, r->topic, r->group, &c->t, &c->g) == 0;
+	return c;
+}
+
+static void
+bind_live(sqlite3_stmt *s, const struct gcache *c, const struct mq_receipt *r)
+{
+	sqlite3_bind_int64(s, 1, c->g.id);
+	sqlite3_bind_int64(s, 2, r->off);
+	sqlite3_bind_int(s, 3, r->attempt);
+	sqlite3_bind_int64(s, 4, r->token);
+}
+
+/*
+ * Whether a receipt names a live delivery (leased, same attempt and
+ * token), and if so who delivered it.  The statement that then changes
+ * the row names the same attempt and token again.
+ */
+static int
+live(struct sq *q, const struct gcache *c, const struct mq_receipt *r,
+    struct sq_by *a)
+{
+	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid FROM delivery "
+	    "WHERE " LIVE);
+	int found;
+
+	bind_live(s, c, r);
+	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW))
+		by_cols(s, 0, a);
+	sqlite3_reset(s);
+	return found;
+}
+
+/* Changes the live delivery of a receipt; the statement binds ?1-?4. */
+static int
+change(struct sq *q, sqlite3_stmt *s, const struct gcache *c,
+    const struct mq_receipt *r, struct sq_by *a)
+{
+	if (!live(q, c, r, a)) {
+		sqlite3_reset(s);
+		return 0;
+	}
+	bind_live(s, c, r);
+	sq_step(q, s, "cannot settle delivery");
+	return 1;
+}
+
+/* The receipt's outcome, or -1 when it matched no live delivery. */
+static int
+settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
+{
+	const struct mq_receipt *r = &st->r;
+	struct mq_verdict v;
+	struct sq_by a;
+	sqlite3_stmt *s;
+
+	switch (st->how) {
+	case MQ_ACK:
+		s = sq_stmt(q, "DELETE FROM delivery WHERE " LIVE);
+		if (!change(q, s, c, r, &a))
+			return -1;
+		c->settled++;
+		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
+		if (c->g.ordered)
+			sq_touch(q, c->t.id);	/* its key is free */
+		return MQ_SETTLED;
+	case MQ_FAIL:
+		mq_rule_fail(&c->g, r->attempt, now, st->delay, st->reason, &v);
+		s = sq_stmt(q, "UPDATE delivery SET state = ?5, due = ?6, "
+		    "consumer = NULL, reason = ?7 WHERE " LIVE);
+		sqlite3_bind_int(s, 5, v.state);
+		sqlite3_bind_int64(s, 6, v.due);
+		if (v.reason[0])
+			sqlite3_bind_text(s, 7, v.reason, -1, SQLITE_STATIC);
+		if (!change(q, s, c, r, &a))
+			return -1;
+		c->failed++;
+		sq_history(q, c->g.id, r->off, r->attempt, "failed", st->reason,
+		    &a);
+		sq_touch(q, c->t.id);
+		if (v.state != MQ_DEAD)
+			return MQ_SETTLED;
+		c->dead++;
+		sq_history(q, c->g.id, r->off, r->attempt, "dead", v.reason,
+		    NULL);
+		return MQ_WENT_DEAD;
+	case MQ_DEAD_LETTER:
+		s = sq_stmt(q, "UPDATE delivery SET state = 2, consumer = NULL, "
+		    "reason = ?5 WHERE " LIVE);
+		sqlite3_bind_text(s, 5, st->reason ? st->reason :
+		    "dead-lettered", -1, SQLITE_STATIC);
+		if (!change(q, s, c, r, &a))
+			return -1;
+		c->dead++;
+		sq_history(q, c->g.id, r->off, r->attempt, "dead", st->reason ?
+		    st->reason : "dead-lettered", &a);
+		sq_touch(q, c->t.id);	/* an ordered key moves on */
+		return MQ_SETTLED;
+	case MQ_EXTEND:
+		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
+		sqlite3_bind_int64(s, 5, now + st->extend);
+		return change(q, s, c, r, &a) ? MQ_SETTLED : -1;
+	default:	/* MQ_RELEASE */
+		s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?5, "
+		    "consumer = NULL WHERE " LIVE);
+		sqlite3_bind_int64(s, 5, now);
+		if (!change(q, s, c, r, &a))
+			return -1;
+		sq_history(q, c->g.id, r->off, r->attempt, "released",
+		    st->reason, &a);
+		sq_touch(q, c->t.id);
+		return MQ_SETTLED;
+	}
+}
+
+/*
+ * Settles a batch of receipts in one transaction.  A receipt that does
+ * not match its delivery is stale (its message was handed out) or unknown.
+ */
+void
+sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
+{
+	struct sq *q = SQ(mq);
+	struct gcache *gc = NULL, *c;
+	int64_t now = mq_now();
+	sqlite3_stmt *s;
+	size_t i;
+	int ngc = 0, rc;
+
+	sq_begin(q);
+	for (i = 0; i < n; i++) {
+		c = group_of(q, &gc, &ngc, &st[i].r);
+		rc = c->found ? settle_one(q, c, &st[i], now) : -1;
+		if (rc < 0)	/* stale: it was handed out; unknown: never */
+			rc = c->found && st[i].r.off < c->t.next_off ?
+			    MQ_STALE : MQ_UNKNOWN;
+		st[i].result = rc;
+	}
+	for (i = 0; i < (size_t)ngc; i++) {
+		c = &gc[i];
+		if (!c->settled && !c->failed && !c->dead)
+			continue;
+		s = sq_stmt(q, "UPDATE grp SET settled = settled + ?2, "
+		    "failed = failed + ?3, deadlettered = deadlettered + ?4 "
+		    "WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, c->settled);
+		sqlite3_bind_int64(s, 3, c->failed);
+		sqlite3_bind_int64(s, 4, c->dead);
+		sq_step(q, s, "cannot update group");
+	}
+	free(gc);
+	sq_commit(q, SQ_DURABLE);
+}
+
+/* consumers */
+
+int64_t
+sq_join(struct mq *mq, const char *topic, const char *group, int latest,
+    const struct mq_consumer *me, int64_t *lease)
+{
+	struct sq *q = SQ(mq);
+	struct mq_topic t;
+	struct mq_group g;
+	sqlite3_stmt *s;
+	int64_t id;
+
+	sq_begin(q);
+	sq_topic_ensure(q, topic, &t);
+	sq_group_ensure(q, &t, group, latest, &g);
+	if (lease)
+		*lease = g.lease;
+	s = sq_stmt(q, "INSERT INTO consumer (grp, host, boot, pid, start, "
+	    "since, seen) VALUES (?, ?, ?, ?, ?, ?, ?)");
+	sqlite3_bind_int64(s, 1, g.id);
+	sqlite3_bind_text(s, 2, me->host, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, me->boot, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 4, me->pid);
+	sqlite3_bind_int64(s, 5, me->start);
+	sqlite3_bind_int64(s, 6, me->since);
+	sqlite3_bind_int64(s, 7, me->seen);
+	sq_step(q, s, "cannot register consumer");
+	id = sqlite3_last_insert_rowid(q->db);
+	sq_commit(q, SQ_LAZY);
+	return id;
+}
+
+/* Keeps the consumer listed and, with lease_until, its leases alive. */
+void
+sq_beat(struct mq *mq, int64_t id, int64_t lease_until)
+{
+	struct sq *q = SQ(mq);
+	sqlite3_stmt *s;
+
+	sq_begin(q);
+	s = sq_stmt(q, "UPDATE consumer SET seen = ? WHERE id = ?");
+	sqlite3_bind_int64(s, 1, mq_now());
+	sqlite3_bind_int64(s, 2, id);
+	sq_step(q, s, "cannot update consumer");
+	if (lease_until) {
+		s = sq_stmt(q, "UPDATE delivery SET due = ?2 WHERE "
+		    "consumer = ?1 AND state = 1 AND due < ?2");
+		sqlite3_bind_int64(s, 1, id);
+		sqlite3_bind_int64(s, 2, lease_until);
+		sq_step(q, s, "cannot extend leases");
+	}
+	sq_commit(q, SQ_LAZY);
+}
+
+/*
+ * The leases of a consumer go back to waiting, due now; the caller's
+ * transaction.  Returns the topic they belong to (0: none held).
+ */
+int64_t
+sq_release(struct sq *q, int64_t consumer, int64_t now)
+{
+	sqlite3_stmt *s = sq_stmt(q, "INSERT INTO history (grp, off, ts, n, "
+	    "attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "SELECT d.grp, d.off, ?2, ?3, d.attempt, 'released', c.host, "
+	    "c.pid, 'consumer gone', d.since, d.host, d.pid FROM delivery d "
+	    "JOIN consumer c ON c.id = d.consumer "
+	    "WHERE d.consumer = ?1 AND d.state = 1");
+	int64_t topic;
+
+	sqlite3_bind_int64(s, 1, consumer);
+	sqlite3_bind_int64(s, 2, now);
+	sqlite3_bind_int64(s, 3, sq_n());	/* one row per (grp, off) */
+	sq_step(q, s, "cannot release leases");
+	s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?2, "
+	    "consumer = NULL WHERE consumer = ?1 AND state = 1");
+	sqlite3_bind_int64(s, 1, consumer);
+	sqlite3_bind_int64(s, 2, now);
+	sq_step(q, s, "cannot release leases");
+	topic = sq_int(q, "SELECT g.topic FROM consumer c JOIN grp g "
+	    "ON g.id = c.grp WHERE c.id = ?", 0, 1, consumer);
+	s = sq_stmt(q, "DELETE FROM consumer WHERE id = ?");
+	sqlite3_bind_int64(s, 1, consumer);
+	sq_step(q, s, "cannot remove consumer");
+	return topic;
+}
+
+/* Leaving releases whatever is still held: delivered again at once. */
+void
+sq_leave(struct mq *mq, int64_t id)
+{
+	struct sq *q = SQ(mq);
+	int64_t topic;
+
+	sq_begin(q);
+	if ((topic = sq_release(q, id, mq_now())))
+		sq_touch(q, topic);
+	sq_commit(q, SQ_LAZY);
+}
+
+static int
+count_gone(struct sq *q, const char *const who[3],
+    int (*gone)(const struct mq_consumer *, const char *), const char *boot,
+    int release)
+{
+	struct mq_consumer *c;
+	int64_t topic;
+	int i, n, dead = 0;
+
+	n = sq_consumers_on(q, who[0], who[1], who[2], &c);
+	for (i = 0; i < n; i++) {
+		if (!gone(&c[i], boot))
+			continue;
+		dead++;
+		if (release && (topic = sq_release(q, c[i].id, mq_now())))
+			sq_touch(q, topic);
+	}
+	free(c);
+	return dead;
+}
+
+/*
+ * Releases the leases of a group's consumers on this host that are gone.
+ * Reads first, so the common case takes no write lock; then reads again
+ * under the lock, since meanwhile another process may have reaped the same row
+ * and a new consumer taken its id.
+ */
+int
+sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
+    int (*gone)(const struct mq_consumer *, const char *), const char *boot)
+{
+	const char *who[3] = { topic, group, host };
+	struct sq *q = SQ(mq);
+	int n;
+
+	sq_begin_read(q);
+	n = count_gone(q, who, gone, boot, 0);
+	sq_rollback(q);
+	if (!n)
+		return 0;
+	sq_begin(q);
+	n = count_gone(q, who, gone, boot, 1);
+	sq_commit(q, SQ_LAZY);
+	return n;
+}

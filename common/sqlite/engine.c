@@ -1,0 +1,443 @@
+/*
+ * engine.c: the -mq file beside the database, mapped into every mq
+ * process that opens it, and what it is for:
+ *
+ * 1. A writer queue.  A write transaction takes an flock(2) on the file
+ *    before BEGIN IMMEDIATE and lets go after COMMIT, so a waiting writer
+ *    is woken the moment the lock is free instead of sleeping in a busy
+ *    handler.  (flock, not fcntl: fcntl locks are per process and SQLite
+ *    owns the database's; never open or close the database file itself.)
+ *
+ * 2. Group commit.  Commits run with synchronous=NORMAL: the WAL is
+ *    written under the lock but not synced.  After letting go of the lock
+ *    a writer waits until its commit is on disk: one process at a time
+ *    (the leader) syncs the WAL for every commit finished before its sync
+ *    began, the others sleep on a futex until it is done.  Invariants:
+ *    - writing is bumped just before a durable COMMIT, written just
+ *      after, both inside the queue, so every commit numbered <= written
+ *      has its frames in the WAL (lazy commits, claims, are not numbered:
+ *      nobody waits for them, and a later sync covers them anyway);
+ *    - a leader reads written, then syncs, then raises synced to what it
+ *      read: synced never covers a commit whose frames came after the
+ *      sync began;
+ *    - a sync of the WAL file covers every write to it before the sync,
+ *      by any process (they share the page cache); a checkpoint syncs the
+ *      WAL before copying it, so frames a restarted WAL overwrote were
+ *      synced into the database first.
+ *    A reader (a claim, a read of the log) may see a commit whose writer
+ *    has not synced yet.  Before it shows anything it waits for
+ *    synced >= writing as it was after its read, or syncs itself: so
+ *    nothing is printed that a power cut could take back.
+ *    A leader that dies leaves its pid behind; waiters look every 100ms
+ *    and take over from a dead one (two syncs at once are harmless).
+ *
+ * 3. Wake-ups per topic.  Each topic has a slot (its id modulo NSLOT) with
+ *    a sequence number and a count of sleepers.  A writer bumps the slots
+ *    of the topics it changed once its commit is durable, and wakes their
+ *    sleepers (FUTEX_WAKE, when the slot counts any: a killed sleeper
+ *    leaves the count one too high, which only costs a wake-up call).  A
+ *    follower reads the number before it looks at the database and sleeps
+ *    only while it is unchanged, so no wake is lost and a quiet topic
+ *    costs its followers nothing.
+ *
+ * The file holds no data: deleting it while no mq program runs loses
+ * nothing.  All zeroes is a valid state, so concurrent creators need no
+ * lock.  Without the file (a directory we may not write to) writers fall
+ * back to synchronous=FULL and waiters to polling.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sq.h"
+
+#define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
+#define SHM_VERSION	2
+#define NSLOT		16384
+#define CKPT_FRAMES	1000
+#define RO_LOOK_MS	50	/* a sleeper that cannot count itself */
+
+struct sq_shm {
+	uint32_t	magic, version;
+	uint32_t	sync_word;	/* futex: bumped after every sync */
+	uint32_t	leader;		/* pid syncing now; 0: none */
+	uint32_t	sync_waiters;	/* asleep on sync_word */
+	uint32_t	pad;
+	uint64_t	writing;	/* the last commit begun */
+	uint64_t	written;	/* the last commit done */
+	uint64_t	synced;		/* every commit up to here is on disk */
+	uint64_t	syncs;		/* syncs done, for the curious */
+	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
+	uint32_t	spare[1];
+	struct {
+		uint32_t	seq, waiters;
+	} slot[NSLOT];
+};
+
+/*
+ * Sequentially consistent throughout: a sleeper counts itself and then
+ * checks the word; a waker bumps the word and then checks the count.
+ * Each pair is a store then a load of another place, which only a full
+ * order keeps from passing each other.
+ */
+#define LOAD(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+#define CAS(p, o, n)	__atomic_compare_exchange_n((p), &(o), (n), 0, \
+			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+
+static int
+futex_wait(uint32_t *w, uint32_t val, int64_t ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = ms % 1000 * 1000000;
+	return (int)syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void
+futex_wake(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void
+max_store(uint64_t *p, uint64_t v)
+{
+	uint64_t old = LOAD(p);
+
+	while (old < v && !CAS(p, old, v))
+		;
+}
+
+void
+sq_engine_open(struct sq *q)
+{
+	size_t n = strlen(q->base.path);
+	char *path = mq_alloc(n + 4);
+	struct sq_shm *m;
+	struct stat st;
+	uint32_t zero = 0;
+	mode_t mode = 0644;
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int fd;
+
+	snprintf(path, n + 4, "%s-mq", q->base.path);
+	if (stat(q->base.path, &st) == 0) {
+		mode = st.st_mode & 0666;
+		uid = st.st_uid;
+		gid = st.st_gid;
+	}
+	q->shm_rw = 1;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0) {
+		q->shm_rw = 0;
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	}
+	free(path);
+	if (fd < 0)
+		goto none;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto close;
+	/* like SQLite's -wal and -shm: the database's bits and owner */
+	if (q->shm_rw && st.st_uid == geteuid() && (st.st_mode & 0777) != mode)
+		(void)fchmod(fd, mode);
+	if (q->shm_rw && geteuid() == 0 && (st.st_uid != uid || st.st_gid != gid))
+		(void)fchown(fd, uid, gid);
+	if ((size_t)st.st_size < sizeof *m && (!q->shm_rw ||
+	    ftruncate(fd, sizeof *m) < 0))
+		goto close;
+	m = mmap(NULL, sizeof *m, PROT_READ | (q->shm_rw ? PROT_WRITE : 0),
+	    MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		goto close;
+	if (LOAD(&m->magic) == 0 && q->shm_rw) {
+		STORE(&m->version, SHM_VERSION);
+		CAS(&m->magic, zero, SHM_MAGIC);
+	}
+	if (LOAD(&m->magic) != SHM_MAGIC || LOAD(&m->version) != SHM_VERSION) {
+		munmap(m, sizeof *m);
+		goto close;
+	}
+	q->shm = m;
+	q->shmfd = fd;
+	if (!q->shm_rw && q->mode != MQ_READ && q->sync == SQ_GROUP)
+		q->sync = SQ_FULL;	/* we cannot take part: sync alone */
+	return;
+close:
+	close(fd);
+none:
+	q->shm_rw = 0;
+	if (q->sync == SQ_GROUP)
+		q->sync = SQ_FULL;
+}
+
+void
+sq_engine_close(struct sq *q)
+{
+	if (q->shm)
+		munmap(q->shm, sizeof *q->shm);
+	if (q->shmfd >= 0)
+		close(q->shmfd);
+	q->shm = NULL;
+	q->shmfd = -1;
+}
+
+static void
+on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/*
+ * Joins the writer queue.  Blocked, it is woken by the kernel when the
+ * lock is free; a repeating timer interrupts the wait now and then so the
+ * busy timeout holds (and a timer that fired before the wait began only
+ * delays it by one period).
+ */
+void
+sq_queue_enter(struct sq *q)
+{
+	static int handler;
+	struct itimerval it, off;
+	struct sigaction sa;
+	int64_t start;
+
+	if (q->shmfd < 0 || q->queued)
+		return;
+	if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
+		q->queued = 1;
+		return;
+	}
+	if (errno != EWOULDBLOCK)
+		mq_die(MQ_EX_IOERR, "cannot lock %s-mq:", q->base.path);
+	if (!handler) {
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_alarm;	/* no SA_RESTART: flock returns */
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		handler = 1;
+	}
+	memset(&it, 0, sizeof it);
+	memset(&off, 0, sizeof off);
+	it.it_value.tv_usec = it.it_interval.tv_usec = 50000;
+	setitimer(ITIMER_REAL, &it, NULL);
+	start = mq_now();
+	while (flock(q->shmfd, LOCK_EX) < 0) {
+		if (errno != EINTR)
+			mq_die(MQ_EX_IOERR, "cannot lock %s-mq:", q->base.path);
+		if (mq_now() - start >= q->busy_ms) {
+			setitimer(ITIMER_REAL, &off, NULL);
+			mq_die(MQ_EX_TEMPFAIL, "cannot start write: %s: database "
+			    "is busy (locked by another process); try again",
+			    q->base.path);
+		}
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	q->queued = 1;
+}
+
+void
+sq_queue_leave(struct sq *q)
+{
+	if (q->queued)
+		flock(q->shmfd, LOCK_UN);
+	q->queued = 0;
+}
+
+/* The number of the commit about to be made (0: not counted). */
+uint64_t
+sq_commit_begins(struct sq *q)
+{
+	return q->shm_rw ? ADD(&q->shm->writing, 1) : 0;
+}
+
+void
+sq_commit_done(struct sq *q, uint64_t seq)
+{
+	if (seq)
+		max_store(&q->shm->written, seq);
+}
+
+/* The commits a read that ends now may have seen. */
+uint64_t
+sq_commits_seen(struct sq *q)
+{
+	return q->shm ? LOAD(&q->shm->writing) : 0;
+}
+
+static void
+sync_wal(struct sq *q)
+{
+	sqlite3_file *f = NULL;
+	int rc;
+
+	if (sqlite3_file_control(q->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+	    &f) == SQLITE_OK && f && f->pMethods)
+		rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+	else	/* no WAL open here: a checkpoint syncs it */
+		rc = sqlite3_wal_checkpoint_v2(q->db, "main",
+		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
+		    sqlite3_errstr(rc));
+	if (q->shm_rw)
+		ADD(&q->shm->syncs, 1);
+}
+
+/*
+ * Returns once every commit numbered up to target is on disk.  A reader
+ * (target: the commits it may have seen) is also done after a sync of its
+ * own, begun after its read; a writer (target: its own commit) needs
+ * synced to pass it.
+ */
+void
+sq_durable(struct sq *q, uint64_t target, int reader)
+{
+	static uint32_t me;
+	struct sq_shm *m = q->shm;
+	uint32_t none, w, l;
+	uint64_t t;
+	int64_t since = 0;
+	int take = 0;
+
+	if (q->sync != SQ_GROUP || !m || target == 0)
+		return;
+	if (!q->shm_rw) {	/* mapped read-only: no leader, sync alone */
+		if (LOAD(&m->synced) < target)
+			sync_wal(q);
+		return;
+	}
+	if (!me)
+		me = (uint32_t)getpid();
+	for (;;) {
+		if (LOAD(&m->synced) >= target)
+			return;
+		w = LOAD(&m->sync_word);
+		if (LOAD(&m->synced) >= target)
+			return;
+		none = 0;
+		if (take || CAS(&m->leader, none, me)) {
+			STORE(&m->leader, me);
+			t = LOAD(&m->written);
+			sync_wal(q);
+			max_store(&m->synced, t);
+			STORE(&m->leader, 0);
+			ADD(&m->sync_word, 1);
+			if (LOAD(&m->sync_waiters))
+				futex_wake(&m->sync_word);
+			if (t >= target || reader)
+				return;
+			take = 0;
+			continue;
+		}
+		ADD(&m->sync_waiters, 1);
+		l = futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
+		ADD(&m->sync_waiters, -1);
+		if (l) {
+			/* no sync finished in 100ms: is the leader still there? */
+			l = LOAD(&m->leader);
+			if (!since)
+				since = mq_now();
+			if (!l || (kill((pid_t)l, 0) < 0 && errno == ESRCH) ||
+			    mq_now() - since > 2000)
+				take = 1;
+		}
+	}
+}
+
+/*
+ * After a commit that left `frames` frames in the WAL: a passive
+ * checkpoint when the WAL has grown by CKPT_FRAMES since one last began,
+ * by one process (SQLite's own rule checkpoints after every commit once
+ * the WAL is past the mark, which under steady writes it stays: every
+ * writer then pays two more syncs).
+ */
+void
+sq_checkpoint(struct sq *q, int frames)
+{
+	uint32_t cur, last;
+
+	if (frames < CKPT_FRAMES)
+		return;
+	if (q->shm_rw) {
+		cur = LOAD(&q->shm->ckpt_at);
+		last = (uint32_t)frames < cur ? 0 : cur;  /* 0: WAL started over */
+		if ((uint32_t)frames < last + CKPT_FRAMES ||
+		    !CAS(&q->shm->ckpt_at, cur, (uint32_t)frames))
+			return;
+	}
+	sqlite3_wal_checkpoint_v2(q->db, "main", SQLITE_CHECKPOINT_PASSIVE,
+	    NULL, NULL);
+}
+
+static uint32_t *
+slot_of(struct sq *q, int64_t topic, uint32_t **waiters)
+{
+	size_t i = (size_t)((uint64_t)topic % NSLOT);
+
+	if (waiters)
+		*waiters = &q->shm->slot[i].waiters;
+	return &q->shm->slot[i].seq;
+}
+
+/*
+ * The followers of topic may have something to do: wake them, if any is
+ * asleep (a follower that may only read the file cannot say it is; it
+ * looks every 50ms instead: wait.c).
+ */
+void
+sq_wake(struct sq *q, int64_t topic)
+{
+	uint32_t *seq, *waiters;
+
+	if (!q->shm_rw)
+		return;
+	seq = slot_of(q, topic, &waiters);
+	ADD(seq, 1);
+	if (LOAD(waiters))
+		futex_wake(seq);
+}
+
+/* The word a follower of topic sleeps on; NULL without the -mq file. */
+uint32_t *
+sq_slot(struct sq *q, int64_t topic)
+{
+	return q->shm ? slot_of(q, topic, NULL) : NULL;
+}
+
+/*
+ * Sleeps while *slot == seen, at most ms; a signal ends it early.  It
+ * counts itself among the slot's sleepers, so writers wake it; returns
+ * 0 when it could not (the file is read-only here): then the caller
+ * sleeps only a short while.
+ */
+int
+sq_slot_wait(struct sq *q, int64_t topic, uint32_t *slot, uint32_t seen,
+    int64_t ms)
+{
+	uint32_t *waiters;
+
+	if (!q->shm_rw) {
+		futex_wait(slot, seen, ms < RO_LOOK_MS ? ms : RO_LOOK_MS);
+		return 0;
+	}
+	slot_of(q, topic, &waiters);
+	ADD(waiters, 1);
+	futex_wait(slot, seen, ms);
+	ADD(waiters, -1);
+	return 1;
+}
