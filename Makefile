@@ -56,6 +56,7 @@ $(B)/%.o: common/%.c $(HDRS) $(B)/schema.h
 	$(CC) $(CFLAGS) $(DEPCFLAGS) -I$(B) -Icommon -c -o $@ $<
 
 $(B)/libmq.a: $(LIBOBJ)
+	rm -f $@
 	$(AR) rcs $@ $(LIBOBJ)
 
 $(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
