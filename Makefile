@@ -55,7 +55,7 @@ $(B)/%.o: common/%.c $(HDRS) $(B)/schema.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(DEPCFLAGS) -I$(B) -Icommon -c -o $@ $<
 
-$(B)/libmq.a: $(LIBOBJ)
+$(B)/libmq.a: $(LIBOBJ) Makefile
 	rm -f $@
 	$(AR) rcs $@ $(LIBOBJ)
 
