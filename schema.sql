@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 3
+-- version: 4
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -116,7 +116,12 @@ CREATE TABLE consumer (
 	pid		INTEGER NOT NULL,
 	start		INTEGER NOT NULL,	-- process start time, clock ticks since boot
 	since		INTEGER NOT NULL,
-	seen		INTEGER NOT NULL
+	seen		INTEGER NOT NULL,
+	-- since version 4: the process group its handlers run in (exec
+	-- mode), and when that group's anchor started, so a reaper kills
+	-- what is left of it, and only it, before releasing the leases
+	pgid		INTEGER,
+	pgstart		INTEGER
 );
 
 -- Delivery history for --trace (since version 3): one row per attempt

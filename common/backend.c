@@ -177,7 +177,7 @@ mq_vacuum(struct mq *q)
 
 int64_t
 mq_join(struct mq *q, const char *topic, const char *group, int latest,
-    int64_t *lease)
+    int64_t pgid, int64_t pgstart, int64_t *lease)
 {
 	struct mq_consumer me;
 
@@ -187,6 +187,8 @@ mq_join(struct mq *q, const char *topic, const char *group, int latest,
 	me.pid = getpid();
 	me.start = mq_proc_start(getpid());
 	me.since = me.seen = mq_now();
+	me.pgid = pgid;
+	me.pgstart = pgstart;
 	return q->be->join(q, topic, group, latest, &me, lease);
 }
 

@@ -16,18 +16,29 @@
  *   and are settled; exit 0.  A second one sends SIGTERM to the handlers,
  *   then SIGKILL, waits for them, and releases what is still held
  *   (redelivered at once); exit 130.
- * - Handlers run in their own process group, so a Ctrl-C at the terminal
- *   reaches mq-recv, which decides, and not the handlers directly.
+ * - Handlers run in a process group of their own (the handler group:
+ *   one per mq-recv, held open by an anchor process that does nothing),
+ *   so a Ctrl-C at the terminal reaches mq-recv, which decides, and not
+ *   the handlers directly.
+ * - A handler dies with its mq-recv (PR_SET_PDEATHSIG, set in the child
+ *   before it runs the command, after checking that its parent is still
+ *   the mq-recv that made it); what a handler started in turn stays in
+ *   the handler group, which the consumer row names, and the consumer that
+ *   reaps a dead one kills that group before it releases the leases
+ *   (host.c): a message is never handled twice at once on this host.
  * - The body reaches the handler through an unlinked temporary file, never
  *   a pipe, so a handler that does not read its stdin cannot block us.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,52 +113,163 @@ handler_env(const struct mq_claim *c, const struct mq_msg *m)
 	return env;
 }
 
+/* The handler group and what a child needs to join it (spawn below). */
+static pid_t group, parent;
+static int64_t group_start;
+
 /*
- * Starts the handler in a process group of its own, the body on its
- * stdin; returns its pid, or -errno when it could not be executed.
- * posix_spawn, not fork: it does not copy our address space first, which
- * is most of the time from a message's claim to its handler's start.
+ * The anchor: a child that only waits, so the handler group exists while
+ * mq-recv lives, and dies with it.
  */
-static pid_t
-spawn(const struct mq_claim *c, char **argv, const struct mq_msg *m)
+static void
+start_group(void)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	sigset_t def;
-	char **env = handler_env(c, m);
-	int fd = body_fd(m), rc, i, nmq = 7;
+	sigset_t all;
 	pid_t pid;
 
+	parent = getpid();
+	if ((pid = fork()) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot fork:");
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		sigfillset(&all);
+		sigdelset(&all, SIGKILL);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		for (;;)
+			pause();
+	}
+	setpgid(pid, pid);	/* both sides: whichever runs first */
+	group = pid;
+	group_start = mq_proc_start(pid);
+}
+
+/* Where argv[0] is run from: a path, or the first match in $PATH. */
+static char *
+find_command(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *e;
+	char buf[PATH_MAX];
+	struct stat st;
+
+	if (strchr(name, '/'))
+		return mq_strdup(name);
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; ; p = e + 1) {
+		e = strchr(p, ':');
+		if (!e)
+			e = p + strlen(p);
+		snprintf(buf, sizeof buf, "%.*s/%s", (int)(e - p),
+		    e == p ? "." : p, name);
+		if (e == p)
+			snprintf(buf, sizeof buf, "./%s", name);
+		if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+		    access(buf, X_OK) == 0)
+			return mq_strdup(buf);
+		if (!*e)
+			break;
+	}
+	return mq_strdup(name);	/* execve says what is wrong */
+}
+
+struct child {
+	const char	*path;
+	char		**argv, **env;
+	int		 fd;
+	volatile int	 err;	/* written by the child: shared memory */
+};
+
+/*
+ * The child, on the parent's memory until it runs the command (clone
+ * with CLONE_VM | CLONE_VFORK, as posix_spawn does): it may only make
+ * system calls.  Signals back to default, the handler group, death with
+ * the parent (unless the parent is gone already), the body on stdin.
+ */
+static int
+child(void *arg)
+{
+	struct child *c = arg;
+	struct sigaction sa;
+	sigset_t none;
+	int sig;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (setpgid(0, group) < 0 && setpgid(0, 0) < 0) {
+		c->err = errno;
+		_exit(127);
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);	/* mq-recv died meanwhile: run nothing */
+	if (dup2(c->fd, 0) < 0) {
+		c->err = errno;
+		_exit(127);
+	}
+	execve(c->path, c->argv, c->env);
+	c->err = errno;
+	_exit(127);
+}
+
+/*
+ * Starts the handler in the handler group, the body on its stdin;
+ * returns its pid, or -errno when it could not be executed.  Not fork:
+ * copying our address space first was most of the time from a message's
+ * claim to its handler's start.
+ */
+static pid_t
+spawn(const struct mq_claim *c, char **argv, const char *path,
+    const struct mq_msg *m)
+{
+	static char *stack;
+	struct child ch;
+	sigset_t all, old;
+	int i, nmq = 7;
+	pid_t pid;
+
+	if (!stack && (stack = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) == MAP_FAILED)
+		mq_die(MQ_EX_SOFTWARE, "cannot set up handler:");
 	fflush(stdout);
 	fflush(stderr);
-	if (posix_spawn_file_actions_init(&fa) || posix_spawnattr_init(&at) ||
-	    posix_spawn_file_actions_adddup2(&fa, fd, 0) ||
-	    posix_spawnattr_setpgroup(&at, 0))
-		mq_die(MQ_EX_SOFTWARE, "cannot set up handler:");
-	sigemptyset(&def);
-	sigaddset(&def, SIGTERM);
-	sigaddset(&def, SIGINT);
-	sigaddset(&def, SIGCHLD);
-	sigaddset(&def, SIGPIPE);
-	if (posix_spawnattr_setsigdefault(&at, &def) ||
-	    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
-	    POSIX_SPAWN_SETSIGDEF))
-		mq_die(MQ_EX_SOFTWARE, "cannot set up handler:");
-	rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(fd);
-	for (i = 0; env[i]; i++)
+	ch.path = path;
+	ch.argv = argv;
+	ch.env = handler_env(c, m);
+	ch.fd = body_fd(m);
+	ch.err = 0;
+	/* no handler of ours may run on the child's borrowed stack */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid = clone(child, stack + 65536, CLONE_VM | CLONE_VFORK | SIGCHLD,
+	    &ch);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(ch.fd);
+	for (i = 0; ch.env[i]; i++)
 		;
 	while (nmq-- > 0)	/* the seven handler_env made; the rest borrowed */
-		free(env[--i]);
-	free(env);
-	return rc ? -rc : pid;
+		free(ch.env[--i]);
+	free(ch.env);
+	if (pid < 0)
+		return -errno;
+	if (ch.err) {
+		waitpid(pid, NULL, 0);
+		return -ch.err;
+	}
+	return pid;
 }
 
 struct runner {
 	struct mq	*q;
 	char		**argv;
+	char		*path;		/* of argv[0] */
 	struct job	*jobs;
 	int		 n;		/* slots */
 	int		 failed;	/* errno of a handler that could not run */
@@ -254,7 +376,7 @@ start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
 	for (i = 0; i < n; i++) {
 		while (x->jobs[slot].pid)
 			slot++;
-		if ((pid = spawn(&f->c, x->argv, &m[i])) < 0) {
+		if ((pid = spawn(&f->c, x->argv, x->path, &m[i])) < 0) {
 			/* not run: give it and the rest back untouched */
 			x->failed = -pid;
 			release(x->q, m + i, n - i);
@@ -281,9 +403,8 @@ stop_jobs(struct mq_follow *f)
 	int64_t end = mq_now() + 2000;
 	pid_t pid;
 
-	for (i = 0; i < n; i++)
-		if (jobs[i].pid)
-			kill(-jobs[i].pid, SIGTERM);
+	(void)jobs;
+	kill(-group, SIGTERM);	/* the anchor too: it is done */
 	for (;;) {
 		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
 			for (i = 0; i < n; i++)
@@ -294,9 +415,9 @@ stop_jobs(struct mq_follow *f)
 		if (!left)
 			break;
 		if (mq_now() >= end) {
+			kill(-group, SIGKILL);
 			for (i = 0; i < n; i++)
 				if (jobs[i].pid) {
-					kill(-jobs[i].pid, SIGKILL);
 					waitpid(jobs[i].pid, NULL, 0);
 					jobs[i].pid = 0;
 				}
@@ -318,6 +439,10 @@ mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
 	x.n = jobs > 1024 ? 1024 : jobs;
 	x.jobs = mq_array(NULL, x.n, sizeof *x.jobs);
 	memset(x.jobs, 0, x.n * sizeof *x.jobs);
+	x.path = find_command(argv[0]);
+	start_group();
+	f->pgid = group;
+	f->pgstart = group_start;
 	f->arg = &x;
 	f->member = 1;
 	f->beat_lease = 1;
@@ -326,9 +451,12 @@ mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
 	f->busy = reap_jobs;
 	f->halt = stop_jobs;
 	mq_follow(q, f);
+	kill(group, SIGKILL);	/* the anchor, its work done */
+	waitpid(group, NULL, 0);
 	for (i = 0; i < x.n; i++)
 		mq_msg_free(&x.jobs[i].msg);
 	free(x.jobs);
+	free(x.path);
 	if (x.failed)
 		mq_die(x.failed == ENOENT ? MQ_EX_NOINPUT : x.failed == EACCES ?
 		    MQ_EX_NOPERM : MQ_EX_SOFTWARE, "cannot run %s: %s",

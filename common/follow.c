@@ -38,7 +38,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 	f->lease = f->c.lease;
 	if (f->member) {
 		f->c.consumer = mq_join(q, f->c.topic, f->c.group, f->c.latest,
-		    &f->lease);
+		    f->pgid, f->pgstart, &f->lease);
 		if (f->c.lease)
 			f->lease = f->c.lease;
 	}

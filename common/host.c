@@ -4,6 +4,7 @@
  * and the pid's start time, so neither a reboot nor a reused pid makes a
  * dead consumer look alive.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -35,12 +36,14 @@ mq_boot_id(char *buf, size_t len)
 	}
 }
 
-/* Start time of a process in clock ticks since boot; -1 if unknown. */
-int64_t
-mq_proc_start(int pid)
+/*
+ * Fields of /proc/PID/stat: the state letter, the process group and the
+ * start time in clock ticks since boot.  Returns -1 for no such process.
+ */
+static int
+proc_stat(int pid, char *state, int64_t *pgrp, int64_t *start)
 {
 	char path[64], buf[1024], *p;
-	long long v = -1;
 	size_t n;
 	FILE *f;
 	int i;
@@ -52,17 +55,99 @@ mq_proc_start(int pid)
 	fclose(f);
 	buf[n] = '\0';
 	/* field 2 is "(comm)" and may hold spaces; count from its end */
-	if (!(p = strrchr(buf, ')')))
+	if (!(p = strrchr(buf, ')')) || p[1] != ' ')
 		return -1;
-	for (i = 2; i < 22 && p; i++)
+	*state = p[2];
+	for (i = 2; i < 22 && p; i++) {
 		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoll(p + 1, NULL, 10);
-	return v;
+		if (p && i == 4)
+			*pgrp = strtoll(p + 1, NULL, 10);
+	}
+	*start = p ? strtoll(p + 1, NULL, 10) : -1;
+	return 0;
 }
 
-/* A consumer of this host is gone: its host rebooted, or its pid is
- * gone or now names a process started at another time. */
+/* Start time of a process in clock ticks since boot; -1 if unknown. */
+int64_t
+mq_proc_start(int pid)
+{
+	int64_t pgrp, start;
+	char state;
+
+	return proc_stat(pid, &state, &pgrp, &start) < 0 ? -1 : start;
+}
+
+/*
+ * Whether a process group has a member that is not a zombie (where the
+ * first process does not reap orphans, as in some containers, a killed
+ * group stays as zombies: they run nothing).
+ */
+static int
+group_runs(int64_t pgid)
+{
+	struct dirent *e;
+	int64_t pgrp, start;
+	DIR *d;
+	char state;
+	int runs = 0;
+
+	if (kill(-(pid_t)pgid, 0) < 0 && errno == ESRCH)
+		return 0;
+	if (!(d = opendir("/proc")))
+		return 1;
+	while (!runs && (e = readdir(d)))
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+		    proc_stat(atoi(e->d_name), &state, &pgrp, &start) == 0)
+			runs = pgrp == pgid && state != 'Z' && state != 'X';
+	closedir(d);
+	return runs;
+}
+
+static int
+alive(int64_t pid, int64_t start)
+{
+	int64_t pgrp, now;
+	char state;
+
+	if (proc_stat((int)pid, &state, &pgrp, &now) < 0 || state == 'Z' ||
+	    state == 'X')
+		return 0;
+	return start < 0 || now == start;
+}
+
+/*
+ * What is left of a dead consumer's handler group: its anchor died with
+ * the consumer, the handlers too (PR_SET_PDEATHSIG, exec.c), but what
+ * they started may run on.  The group's id cannot be taken by another
+ * process while any member lives, so members are ours, unless a process
+ * now has that id as its pid (started at another time than our anchor):
+ * then the group is another's, and ours is empty.  Kills ours and waits
+ * (a while) for it to go; returns whether it is gone.
+ */
+static int
+group_gone(const struct mq_consumer *c)
+{
+	int64_t start = mq_proc_start((int)c->pgid);
+	int i;
+
+	if (c->pgid <= 0)
+		return 1;
+	if (start >= 0 && start != c->pgstart)
+		return 1;	/* the id is another's now: ours is empty */
+	for (i = 0; i < 100; i++) {
+		if (!group_runs(c->pgid))
+			return 1;
+		kill(-(pid_t)c->pgid, SIGKILL);
+		usleep(10000);
+	}
+	return 0;
+}
+
+/*
+ * A consumer of this host is gone: its host rebooted, or its pid is gone
+ * or now names a process started at another time, and nothing of its
+ * handlers runs any more (what did is killed here).
+ */
 int
 mq_consumer_gone(const struct mq_consumer *c, const char *boot)
 {
@@ -70,9 +155,7 @@ mq_consumer_gone(const struct mq_consumer *c, const char *boot)
 		return 0;
 	if (strcmp(c->boot, boot))
 		return 1;
-	if (kill((pid_t)c->pid, 0) < 0 && errno == ESRCH)
-		return 1;
-	if (c->start >= 0 && mq_proc_start((int)c->pid) != c->start)
-		return 1;
-	return 0;
+	if (alive(c->pid, c->start))
+		return 0;
+	return group_gone(c);
 }

@@ -318,11 +318,12 @@ void	 mq_vacuum(struct mq *);
 /* Consumers: processes that hold leases of their own (exec mode, -f). */
 struct mq_consumer {
 	int64_t		id, grp, pid, start, since, seen, held;
+	int64_t		pgid, pgstart;	/* its handler group; 0: none */
 	char		topic[MQ_NAME_MAX + 1], group[MQ_NAME_MAX + 1];
 	char		host[256], boot[40];
 };
 int64_t	 mq_join(struct mq *, const char *topic, const char *group,
-	    int latest, int64_t *lease);
+	    int latest, int64_t pgid, int64_t pgstart, int64_t *lease);
 void	 mq_beat(struct mq *, int64_t id, int64_t lease_until);
 void	 mq_leave(struct mq *, int64_t id);
 int	 mq_consumers(struct mq *, const char *topic, const char *group,
@@ -365,6 +366,8 @@ struct mq_follow {
 	int		 first;		/* stop once some came and no more are ready */
 	int		 member;	/* register as a consumer */
 	int		 beat_lease;	/* heartbeats extend the leases held */
+	int64_t		 pgid, pgstart;	/* the handler group, and when its
+					   anchor started (exec mode) */
 	int		(*want)(struct mq_follow *, int n);
 	int		(*got)(struct mq_follow *, struct mq_msg *, int n);
 	int		(*busy)(struct mq_follow *);	/* NULL: none run */

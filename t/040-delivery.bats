@@ -10,7 +10,8 @@
 load test_helper
 
 # Background processes this test started: killed in teardown if still
-# there.  Handlers record their process group in pgids.
+# there.  Handlers record their process group in pgids (field 5 of
+# /proc/$$/stat: handlers of one mq-recv share a group).
 teardown() {
 	kill_bg
 }
@@ -25,13 +26,27 @@ rows() {
 	sql 'SELECT count(*) FROM delivery'
 }
 
+# dead PID: nothing runs as PID (gone, or a zombie nobody reaped: a
+# container's first process may not reap orphans).
+dead() {
+	local st
+	st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 0
+	[ "$st" = Z ] || [ "$st" = X ]
+}
+
+# running PID: PID runs (not a zombie).
+running() {
+	dead "$1" && fail "pid $1 is not running"
+	return 0
+}
+
 # hold_handler: writes ./hold, a handler that records its process group
 # in pgids, touches started and runs until the test creates go (at most
 # 60s: then it exits 1), then appends "finished" to out and exits 0.
 hold_handler() {
 	cat >hold <<-'EOF'
 		#!/bin/sh
-		echo $$ >>pgids
+		cut -d' ' -f5 /proc/$$/stat >>pgids
 		touch started
 		i=0
 		until [ -e go ]; do
@@ -476,22 +491,47 @@ delivered() {
 @test "exec mode: the lease of a consumer killed with SIGKILL is reclaimed at once" {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m
-	bg recv.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
+	# shellcheck disable=SC2016 # $$ is the handler shell's
+	bg recv.out mq-recv -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; echo $$ >hpid; touch started; sleep 100'
 	pid=$BG
 	wait_for 30 test -e started
 	assert_equal "$(sql 'SELECT state, attempt FROM delivery')" "1|1"
 	kill -9 "$pid"
 	finish "$pid" 30
 	assert_equal "$ST" 137
-	# SPEC: its running handlers die with it.  mq-recv does not see to
-	# that (the handler runs on in its own process group), so the test
-	# ends it here.
-	kill -9 -- "-$(cat pgids)"
+	# SPEC: its running handlers die with it (PR_SET_PDEATHSIG)
+	wait_for 30 dead "$(cat hpid)"
 	# at once: the very next look gets it, without waiting at all
 	# (leased for 60s)
 	run -0 mq-recv -g g --format '%a %b' t
 	assert_output '2 m'
 	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'released'")" 1
+	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
+}
+
+@test "exec mode: what a killed consumer's handler started is ended before its message goes again" {
+	# the handler's own child outlives the handler (PR_SET_PDEATHSIG
+	# ends only the handler); it is in the handler group, which the
+	# next consumer on the host kills before it releases the lease
+	mq-topic group t g --lease 60s >/dev/null
+	mq-send -q t m
+	# shellcheck disable=SC2016 # $$ and $! are the handler shell's
+	bg recv.out mq-recv -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; sleep 300 & echo $! >spid; wait'
+	pid=$BG
+	wait_for 30 test -s spid
+	spid=$(cat spid)
+	running "$spid"
+	kill -9 "$pid"
+	finish "$pid" 30
+	assert_equal "$ST" 137
+	# the handler's child runs on, until a consumer of the group looks
+	running "$spid"
+	run -0 mq-recv -g g --format '%a %b' t
+	assert_output '2 m'
+	# and by then the first handler's child is no more
+	dead "$spid" || fail "pid $spid of the first handler still runs"
 	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
 }
 
@@ -510,7 +550,9 @@ delivered() {
 	mq-topic group t g --lease 60s >/dev/null
 	mq-send -q t m1 m2
 	# consumer A takes m1 and is killed
-	bg a.out mq-recv -g g t -- sh -c 'echo $$ >>pgids; touch started; sleep 100'
+	# shellcheck disable=SC2016 # $$ is the handler shell's
+	bg a.out mq-recv -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; touch started; sleep 100'
 	wait_for 30 test -e started
 	aid=$(sql 'SELECT id FROM consumer')
 	kill -9 "$BG"

@@ -754,7 +754,7 @@ sq_join(struct mq *mq, const char *topic, const char *group, int latest,
 	if (lease)
 		*lease = g.lease;
 	s = sq_stmt(q, "INSERT INTO consumer (grp, host, boot, pid, start, "
-	    "since, seen) VALUES (?, ?, ?, ?, ?, ?, ?)");
+	    "since, seen, pgid, pgstart) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
 	sqlite3_bind_int64(s, 1, g.id);
 	sqlite3_bind_text(s, 2, me->host, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, me->boot, -1, SQLITE_STATIC);
@@ -762,6 +762,10 @@ sq_join(struct mq *mq, const char *topic, const char *group, int latest,
 	sqlite3_bind_int64(s, 5, me->start);
 	sqlite3_bind_int64(s, 6, me->since);
 	sqlite3_bind_int64(s, 7, me->seen);
+	if (me->pgid) {
+		sqlite3_bind_int64(s, 8, me->pgid);
+		sqlite3_bind_int64(s, 9, me->pgstart);
+	}
 	sq_step(q, s, "cannot register consumer");
 	id = sqlite3_last_insert_rowid(q->db);
 	sq_commit(q, SQ_LAZY);

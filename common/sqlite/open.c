@@ -72,6 +72,9 @@ static const char *migrations[] = {
 	"FROM history "
 	"UNION ALL SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, "
 	"NULL FROM delivery WHERE state = 1 AND since IS NOT NULL;",
+	/* 3 -> 4: a consumer's handler group */
+	"ALTER TABLE consumer ADD COLUMN pgid INTEGER;"
+	"ALTER TABLE consumer ADD COLUMN pgstart INTEGER;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

@@ -556,7 +556,8 @@ sq_snapshot(struct mq *mq, struct mq_lag *L)
 
 #define CONSUMER_COLS "c.id, c.grp, c.host, c.boot, c.pid, c.start, " \
 	"c.since, c.seen, t.name, g.name, (SELECT count(*) FROM delivery d " \
-	"WHERE d.consumer = c.id AND d.state = 1)"
+	"WHERE d.consumer = c.id AND d.state = 1), coalesce(c.pgid, 0), " \
+	"coalesce(c.pgstart, 0)"
 
 static int
 consumer_rows(struct sq *q, sqlite3_stmt *s, struct mq_consumer **out)
@@ -578,6 +579,8 @@ consumer_rows(struct sq *q, sqlite3_stmt *s, struct mq_consumer **out)
 		sq_copy(s, 8, c[n].topic, sizeof c[n].topic);
 		sq_copy(s, 9, c[n].group, sizeof c[n].group);
 		c[n].held = sqlite3_column_int64(s, 10);
+		c[n].pgid = sqlite3_column_int64(s, 11);
+		c[n].pgstart = sqlite3_column_int64(s, 12);
 		n++;
 	}
 	*out = c;
