@@ -7,6 +7,7 @@
  * `mq-recv t | handler | mq-ack` works.  Output happens only after the
  * claim is committed.  Exec mode (-- COMMAND) lives in common/exec.c.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,18 +24,70 @@ static const char synopsis[] =
     "               TOPIC -- COMMAND [ARG ...]\n";
 
 static struct mq_out o;
+static struct mq *q;
+static int out_error;	/* errno of the write that failed */
 
-/* Prints a claimed batch; a write error ends the run. */
-static int
-print(struct mq_follow *f, struct mq_msg *m, int n)
+/*
+ * Gives back what could not be written: with -A, the messages (their
+ * auto-acks undone); else their leases, at once.
+ */
+static void
+give_back(struct mq_follow *f, struct mq_msg *m, int n)
 {
+	struct mq_settle *s = mq_array(NULL, n, sizeof *s);
 	int i;
 
 	for (i = 0; i < n; i++) {
-		mq_out_msg(stdout, &o, &m[i]);
-		mq_msg_free(&m[i]);
+		memset(&s[i], 0, sizeof s[i]);
+		s[i].reason = "output failed";
+		if (f->c.autoack) {
+			s[i].how = MQ_GIVEBACK;
+			snprintf(s[i].r.topic, sizeof s[i].r.topic, "%s",
+			    f->c.topic);
+			snprintf(s[i].r.group, sizeof s[i].r.group, "%s",
+			    f->c.group);
+			s[i].r.off = m[i].off;
+			s[i].r.attempt = m[i].attempt;
+		} else {
+			s[i].how = MQ_RELEASE;
+			mq_parse_receipt(m[i].receipt, &s[i].r);
+		}
 	}
-	return fflush(stdout) == EOF ? -1 : 0;
+	mq_settle(q, s, n);
+	free(s);
+}
+
+/*
+ * Prints a claimed batch, a message at a time as far as the writes go:
+ * what could not be written is given back, and the run ends.
+ */
+static int
+print(struct mq_follow *f, struct mq_msg *m, int n)
+{
+	size_t len = 0, *end = mq_array(NULL, n, sizeof *end), done;
+	char *buf = NULL;
+	FILE *mf;
+	int i, k;
+
+	if (!(mf = open_memstream(&buf, &len)))
+		mq_die(MQ_EX_SOFTWARE, "out of memory:");
+	for (i = 0; i < n; i++) {
+		mq_out_msg(mf, &o, &m[i]);
+		fflush(mf);
+		end[i] = len;
+	}
+	fclose(mf);
+	done = mq_write(1, buf, len);
+	out_error = done < len ? errno : 0;
+	for (k = 0; k < n && end[k] <= done; k++)
+		;
+	if (k < n)
+		give_back(f, m + k, n - k);
+	for (i = 0; i < n; i++)
+		mq_msg_free(&m[i]);
+	free(buf);
+	free(end);
+	return k < n ? -1 : 0;
 }
 
 int
@@ -60,7 +113,6 @@ main(int argc, char *argv[])
 	const char *dbpath = NULL;
 	struct mq_follow f;
 	struct mq_claim *cl = &f.c;
-	struct mq *q;
 	int64_t wait = 0;
 	long limit = -1;
 	int c, jobs = 1, status;
@@ -145,7 +197,14 @@ main(int argc, char *argv[])
 	f.got = print;
 	c = mq_follow(q, &f);
 	mq_close(q);
-	if ((status = mq_finish()) || c < 0)
-		return status ? status : MQ_EX_IOERR;
+	if (c < 0) {	/* a pipe's reader that went away is no error */
+		if (out_error != EPIPE) {
+			errno = out_error;
+			mq_warn("write error:");
+		}
+		return MQ_EX_IOERR;
+	}
+	if ((status = mq_finish()))
+		return status;
 	return f.taken || mq_stop ? 0 : MQ_EX_NONE;
 }

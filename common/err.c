@@ -7,19 +7,28 @@
  * is reported as an internal error (70).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mq.h"
 
 const char *mq_prog = "mq";
 
+/*
+ * Every program starts here.  A write to a closed pipe or past a file
+ * size limit then fails with EPIPE or EFBIG instead of killing the
+ * program, so it can give back what it could not write and say so.
+ */
 void
 mq_setprog(const char *argv0)
 {
 	const char *p;
 
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN);
 	if (argv0 && *argv0) {
 		p = strrchr(argv0, '/');
 		mq_prog = p ? p + 1 : argv0;
@@ -99,17 +108,40 @@ mq_strdup(const char *s)
 }
 
 /*
- * Flush stdout and turn a write error (closed pipe, full disk) into a
- * status.  Programs return this from main.
+ * Flushes and closes stdout, and turns a write error (a closed pipe, a
+ * full disk, a file size limit) into 74: quietly for a closed pipe, as a
+ * reader like head(1) expects.  Programs return this from main.
  */
 int
 mq_finish(void)
 {
-	if (fflush(stdout) == EOF || ferror(stdout)) {
-		if (errno == EPIPE)
-			return MQ_EX_IOERR;
+	int bad = fflush(stdout) == EOF || ferror(stdout);
+
+	bad |= fclose(stdout) == EOF;
+	if (!bad)
+		return 0;
+	if (errno != EPIPE)
 		mq_warn("write error:");
-		return MQ_EX_IOERR;
+	return MQ_EX_IOERR;
+}
+
+/*
+ * Writes all of buf to fd, a piece at a time as the descriptor takes it;
+ * returns how much was written (less than len after an error, in errno).
+ */
+size_t
+mq_write(int fd, const void *buf, size_t len)
+{
+	size_t done = 0;
+	ssize_t w;
+
+	while (done < len) {
+		if ((w = write(fd, (const char *)buf + done, len - done)) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		done += (size_t)w;
 	}
-	return 0;
+	return done;
 }

@@ -45,6 +45,7 @@ void	*mq_array(void *p, size_t n, size_t size);
 char	*mq_strdup(const char *s);
 char	*mq_memdup(const void *p, size_t n);
 int	 mq_finish(void);
+size_t	 mq_write(int fd, const void *buf, size_t len);
 
 /* parse.c: durations, times, names, numbers, receipts */
 int64_t	 mq_now(void);
@@ -236,7 +237,8 @@ int	 mq_claim(struct mq *, const struct mq_claim *, struct mq_msg *out,
 	    int max, int64_t *next_due);
 
 /* Settling: a batch of receipts, each with its own outcome, one commit. */
-enum { MQ_ACK, MQ_FAIL, MQ_DEAD_LETTER, MQ_EXTEND, MQ_RELEASE };
+/* MQ_GIVEBACK: an auto-acked message whose output failed (token unused) */
+enum { MQ_ACK, MQ_FAIL, MQ_DEAD_LETTER, MQ_EXTEND, MQ_RELEASE, MQ_GIVEBACK };
 enum { MQ_SETTLED, MQ_STALE, MQ_UNKNOWN, MQ_WENT_DEAD };
 struct mq_settle {
 	struct mq_receipt r;

@@ -679,6 +679,26 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		    st->reason : "dead-lettered", &a);
 		sq_touch(q, c->t.id);	/* an ordered key moves on */
 		return MQ_SETTLED;
+	case MQ_GIVEBACK:
+		/* settled by an auto-ack that could not be written: due now */
+		s = sq_stmt(q, "INSERT INTO delivery (grp, off, state, due, "
+		    "attempt, key) SELECT ?1, ?2, 0, ?3, ?4, key FROM msg "
+		    "WHERE topic = ?5 AND off = ?2 AND off < (SELECT pos FROM "
+		    "grp WHERE id = ?1) AND NOT EXISTS (SELECT 1 FROM delivery "
+		    "WHERE grp = ?1 AND off = ?2)");
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, r->off);
+		sqlite3_bind_int64(s, 3, now);
+		sqlite3_bind_int(s, 4, r->attempt);
+		sqlite3_bind_int64(s, 5, c->t.id);
+		sq_step(q, s, "cannot give back delivery");
+		if (sqlite3_changes(q->db) != 1)
+			return -1;
+		c->settled--;
+		sq_history(q, c->g.id, r->off, r->attempt, "released",
+		    st->reason, NULL);
+		sq_touch(q, c->t.id);
+		return MQ_SETTLED;
 	case MQ_EXTEND:
 		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now + st->extend);
@@ -722,7 +742,7 @@ sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
 		if (!c->settled && !c->failed && !c->dead)
-			continue;
+			continue;	/* (settled < 0: given back) */
 		s = sq_stmt(q, "UPDATE grp SET settled = settled + ?2, "
 		    "failed = failed + ?3, deadlettered = deadlettered + ?4 "
 		    "WHERE id = ?1");
