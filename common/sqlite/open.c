@@ -23,6 +23,7 @@
  *   address of their text (sq_stmt), and reset before reuse.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -117,17 +118,65 @@ status_of(int rc, int eno)
 	}
 }
 
+/* The status for a failed system call on one of the database's files. */
+static int
+status_of_errno(int eno)
+{
+	switch (eno) {
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return MQ_EX_NOPERM;
+	case ENOENT:
+	case ENOTDIR:
+		return MQ_EX_NOINPUT;
+	default:	/* ENOSPC, EDQUOT, EIO, ... */
+		return MQ_EX_IOERR;
+	}
+}
+
+/*
+ * A writer told "read-only" or "cannot open" names the file at fault:
+ * the database, its -wal or -shm, or its directory, whichever this user
+ * may not write.  Returns 0 when none is.
+ */
+static int
+culprit(struct sq *q, char *buf, size_t len)
+{
+	static const char *suffix[] = { "", "-wal", "-shm" };
+	char *dir = mq_strdup(q->base.path), *slash = strrchr(dir, '/');
+	size_t i;
+	int found = 0;
+
+	for (i = 0; i < 3 && !found; i++) {
+		snprintf(buf, len, "%s%s", q->base.path, suffix[i]);
+		found = access(buf, F_OK) == 0 && access(buf, R_OK | W_OK) < 0;
+	}
+	if (!found) {
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		snprintf(buf, len, "%s", slash ? dir : ".");
+		found = access(buf, W_OK | X_OK) < 0;
+	}
+	free(dir);
+	return found;
+}
+
 void
 sq_die(struct sq *q, const char *what)
 {
 	int rc = sqlite3_extended_errcode(q->db);
 	int eno = sqlite3_system_errno(q->db);
 	const char *msg = sqlite3_errmsg(q->db);
+	char file[PATH_MAX + 8];
 
 	if ((rc & 0xff) == SQLITE_BUSY)
 		msg = "database is busy (locked by another process); try again";
 	if ((rc & 0xff) == SQLITE_CANTOPEN && eno)
 		msg = strerror(eno);
+	if (q->mode != MQ_READ && ((rc & 0xff) == SQLITE_READONLY ||
+	    (rc & 0xff) == SQLITE_CANTOPEN) && culprit(q, file, sizeof file))
+		mq_die(MQ_EX_NOPERM, "%s: %s: %s", what, file, strerror(errno));
 	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->base.path, msg);
 }
 
@@ -299,16 +348,38 @@ on_wal(void *arg, sqlite3 *db, const char *name, int frames)
 	return SQLITE_OK;
 }
 
+/* The journal mode the file is in now: 1 for WAL. */
+static int
+in_wal(struct sq *q)
+{
+	sqlite3_stmt *s;
+	int wal = 0;
+
+	if (sqlite3_prepare_v2(q->db, "PRAGMA journal_mode", -1, &s, NULL) !=
+	    SQLITE_OK)
+		sq_die(q, "cannot read journal mode");
+	if (sqlite3_step(s) == SQLITE_ROW)
+		wal = !sqlite3_stricmp((const char *)sqlite3_column_text(s, 0),
+		    "wal");
+	sqlite3_finalize(s);
+	return wal;
+}
+
 /*
- * WAL mode for a new file.  It cannot change inside a transaction, and
- * while another first writer holds a lock it fails with SQLITE_BUSY without
- * calling the busy handler: retry until the busy timeout.
+ * WAL mode, for a new file or one found in another mode (changed with
+ * the sqlite3 shell, or a switch that failed).  It cannot change inside a
+ * transaction, and while another first writer holds a lock it fails with
+ * SQLITE_BUSY without calling the busy handler: retry until the busy
+ * timeout.  The pragma answers with the mode it left the file in, which
+ * is checked: a switch that did not happen (an I/O error) is an error,
+ * not a database that quietly stays in rollback mode.
  */
 static void
 wal_mode(struct sq *q)
 {
 	int64_t end = mq_now() + q->busy_ms;
 	sqlite3_stmt *s;
+	char mode[16];
 	int rc;
 
 	for (;;) {
@@ -316,9 +387,15 @@ wal_mode(struct sq *q)
 		    NULL) != SQLITE_OK)
 			sq_die(q, "cannot set WAL mode");
 		rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW)
+			sq_copy(s, 0, mode, sizeof mode);
 		sqlite3_finalize(s);
-		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+		if (rc == SQLITE_ROW && !sqlite3_stricmp(mode, "wal"))
 			return;
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file "
+			    "stays in %s mode", q->base.path, rc == SQLITE_ROW ?
+			    mode : "another");
 		if ((rc & 0xff) != SQLITE_BUSY || mq_now() >= end)
 			sq_die(q, "cannot set WAL mode");
 		usleep(1000 + arc4random_uniform(4000));
@@ -337,6 +414,65 @@ readable(struct sq *q)
 	    NULL, NULL, NULL);
 
 	return (rc & 0xff) != SQLITE_READONLY && (rc & 0xff) != SQLITE_CANTOPEN;
+}
+
+/* What every connection of ours gets, when opened or opened again. */
+static void
+configure(struct sq *q)
+{
+	sqlite3_extended_result_codes(q->db, 1);
+	/*
+	 * Most mq programs run for one transaction.  Were the last one to
+	 * close to checkpoint the WAL into the database, each would pay two
+	 * more fsyncs; the WAL is checkpointed as it fills instead
+	 * (sq_commit), and mq-purge --vacuum truncates it.
+	 */
+	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	sqlite3_busy_handler(q->db, on_busy, q);
+}
+
+/*
+ * A hot journal beside the file: a writer died in the middle of a
+ * rollback-mode write (a new database's first, before WAL mode).  It is
+ * rolled back, never read around: by this user if they may write the
+ * file (a read-write connection rolls it back on its first read), else
+ * the reader stops and says who can.
+ */
+static void
+recover(struct sq *q)
+{
+	char *journal = mq_alloc(strlen(q->base.path) + 9), *dir, *slash;
+	struct stat st;
+	sqlite3 *db;
+	int hot, may;
+
+	sprintf(journal, "%s-journal", q->base.path);
+	hot = stat(journal, &st) == 0 && st.st_size > 0;
+	free(journal);
+	if (!hot)
+		return;
+	dir = mq_strdup(q->base.path);
+	if ((slash = strrchr(dir, '/')))
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	may = access(q->base.path, W_OK) == 0 &&
+	    access(slash ? dir : ".", W_OK | X_OK) == 0;
+	free(dir);
+	if (!may)
+		mq_die(MQ_EX_IOERR, "cannot read database %s: it needs "
+		    "recovery by a writer (a hot journal is beside it)",
+		    q->base.path);
+	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", NULL, NULL,
+	    NULL) != SQLITE_OK)
+		mq_die(MQ_EX_IOERR, "cannot recover database %s: %s",
+		    q->base.path, sqlite3_errmsg(db));
+	sqlite3_close(db);
+	sqlite3_close(q->db);
+	if (sqlite3_open_v2(q->base.path, &q->db, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL) != SQLITE_OK)
+		sq_die(q, "cannot open database");
+	configure(q);
 }
 
 static void
@@ -367,7 +503,100 @@ reopen_immutable(struct sq *q)
 	    SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
 		sq_die(q, "cannot open database");
 	free(uri);
-	sqlite3_extended_result_codes(q->db, 1);
+	configure(q);
+}
+
+/* A new file beside (or as) the database, with its mode and group. */
+static int
+make_file(const char *path, const struct stat *db)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	    db ? db->st_mode & 0666 : 0644);
+
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -1;	/* another made it */
+	if (db) {
+		(void)fchmod(fd, db->st_mode & 0666);
+		(void)fchown(fd, (uid_t)-1, db->st_gid);	/* if ours to give */
+	}
+	close(fd);
+	return 1;
+}
+
+/* Makes the directory entries of new files survive a power cut. */
+static void
+sync_dir(const char *path)
+{
+	char *dir = mq_strdup(path), *slash = strrchr(dir, '/');
+	int fd;
+
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) < 0 || fsync(fd) < 0)
+		mq_die(MQ_EX_IOERR, "cannot sync directory %s:", slash ? dir :
+		    ".");
+	close(fd);
+	free(dir);
+}
+
+/*
+ * Whether a file is empty or in WAL mode, by its header (read before
+ * SQLite opens it: no lock of ours to lose): those are the files SQLite
+ * itself would make a -wal and -shm for.  (Whether it is mq's, the
+ * application id may not say yet: it can still be in the WAL.  A file
+ * that is not mq's is refused by sq_open after.)
+ */
+static int
+ours(const char *path)
+{
+	unsigned char h[100];
+	ssize_t n = 0;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = pread(fd, h, sizeof h, 0);
+		close(fd);
+	}
+	if (n < (ssize_t)sizeof h)
+		return n == 0;
+	return !memcmp(h, "SQLite format 3", 16) && h[18] == 2 && h[19] == 2;
+}
+
+/*
+ * Before SQLite opens anything (so no lock of this process's is lost by
+ * a close): a writer makes the database, its -wal and -shm files itself
+ * when they are missing.  So a failure says what it is, with the file at
+ * fault (SQLite, refused a file, retries read-only and reports that
+ * retry's "no such file"); the -wal and -shm take the database's mode and
+ * group, so a database a group shares works for every member; and the
+ * new directory entries are synced.
+ */
+static void
+make_files(const char *path)
+{
+	static const char *suffix[] = { "-wal", "-shm" };
+	char file[PATH_MAX + 8];
+	struct stat db;
+	int made = 0, i, rc;
+
+	if ((rc = make_file(path, NULL)) < 0)
+		mq_die(status_of_errno(errno), "cannot create database %s:",
+		    path);
+	made |= rc;
+	if (stat(path, &db) < 0)
+		mq_die(status_of_errno(errno), "cannot open database %s:", path);
+	for (i = 0; i < 2 && ours(path); i++) {
+		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+		if (access(file, F_OK) == 0)
+			continue;
+		if ((rc = make_file(file, &db)) < 0)
+			mq_die(status_of_errno(errno), "cannot create %s:",
+			    file);
+		made |= rc;
+	}
+	if (made)
+		sync_dir(path);
 }
 
 static void
@@ -445,6 +674,8 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 	}
 	if (mode == MQ_UPDATE)
 		q->mode = mode = MQ_WRITE;	/* it exists: from here, a writer */
+	if (mode == MQ_WRITE)
+		make_files(path);
 
 	flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 	flags |= mode != MQ_READ ?
@@ -456,17 +687,12 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 			    "memory", path);
 		sq_die(q, "cannot open database");
 	}
-	sqlite3_extended_result_codes(q->db, 1);
-	/*
-	 * Most mq programs run for one transaction.  Were the last one to
-	 * close to checkpoint the WAL into the database, each would pay two
-	 * more fsyncs; the WAL is checkpointed as it fills instead
-	 * (sq_commit), and mq-purge --vacuum truncates it.
-	 */
-	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-	sqlite3_busy_handler(q->db, on_busy, q);
-	if (mode == MQ_READ && !readable(q))
-		reopen_immutable(q);
+	configure(q);
+	if (mode == MQ_READ) {
+		recover(q);
+		if (!readable(q))
+			reopen_immutable(q);
+	}
 
 	/* one snapshot, so a file being created meanwhile reads consistently */
 	sq_exec(q, "BEGIN", "cannot read database");
@@ -491,7 +717,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		sq_close(sq_open(path, MQ_WRITE, be));
 		return sq_open(path, MQ_READ, be);
 	}
-	if (v < SCHEMA_VERSION && tables == 0)
+	if (mode != MQ_READ && (tables == 0 || !in_wal(q)))
 		wal_mode(q);
 	q->sync = sync && !strcmp(sync, "normal") ? SQ_NONE : SQ_GROUP;
 	sq_engine_open(q);	/* SQ_GROUP needs it; without it, SQ_FULL */
