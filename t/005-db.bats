@@ -328,3 +328,113 @@ all_gone() {
 		[ "$n" = 8 ] || fail "round $k: $n messages stored, not 8"
 	done
 }
+
+# scratch: a directory the unprivileged user can reach, removed in teardown.
+scratch() {
+	RO_DIR=$(mktemp -d /tmp/mq-ro.XXXXXX)
+	chmod 755 "$RO_DIR"
+}
+
+@test "a database in a directory the user may not write: 77, naming the file it could not make" {
+	scratch
+	run -77 --separate-stderr as_nobody mq-send -d "$RO_DIR/q.db" t x
+	one_line_error 77
+	[[ $stderr == *"$RO_DIR/q.db: Permission denied"* ]] ||
+	    fail "stderr: $stderr"
+	[ ! -e "$RO_DIR/q.db" ] || fail "a file was made"
+}
+
+@test "a -wal the user may not write: 77, naming the -wal" {
+	scratch
+	mq-send -q -d "$RO_DIR/q.db" t x
+	chmod 777 "$RO_DIR"
+	chmod 666 "$RO_DIR/q.db"
+	chmod 644 "$RO_DIR/q.db-wal" "$RO_DIR/q.db-shm"
+	# (not the sqlite3 shell: closing, it would remove the -wal)
+	run -77 --separate-stderr as_nobody mq-send -d "$RO_DIR/q.db" t y
+	one_line_error 77
+	[[ $stderr == *"$RO_DIR/q.db-wal: Permission denied"* ]] ||
+	    fail "stderr: $stderr"
+	run -0 mq-replay -d "$RO_DIR/q.db" t
+	assert_output "$(printf '1\tx')"
+}
+
+@test "the -wal and -shm take the database's mode and group" {
+	scratch
+	touch "$RO_DIR/q.db"
+	chgrp 65534 "$RO_DIR/q.db" 2>/dev/null || skip "cannot change a file's group here"
+	chmod 660 "$RO_DIR/q.db"
+	mq-send -q -d "$RO_DIR/q.db" t x
+	for f in q.db-wal q.db-shm; do
+		assert_equal "$(stat -c '%a %g' "$RO_DIR/$f")" "660 65534"
+	done
+}
+
+@test "no space or no inode for the database's files: 74, naming the file" {
+	[ "$(id -u)" -eq 0 ] || skip "mounting a small tmpfs needs root"
+	scratch
+	mount -t tmpfs -o size=1m,nr_inodes=3 tmpfs "$RO_DIR" ||
+	    skip "cannot mount a tmpfs here"
+	# the directory and the database take two inodes, the -wal the last
+	run -74 --separate-stderr mq-send -d "$RO_DIR/q.db" t a
+	umount "$RO_DIR"
+	one_line_error 74
+	[[ $stderr == *"$RO_DIR/q.db-shm: No space left on device"* ]] ||
+	    fail "stderr: $stderr"
+	# a database that worked, whose -shm was removed, on a full disk
+	mount -t tmpfs -o size=1m,nr_inodes=5 tmpfs "$RO_DIR"
+	run -0 mq-send -d "$RO_DIR/q.db" t a
+	rm "$RO_DIR/q.db-shm"
+	touch "$RO_DIR/fill"
+	run -74 --separate-stderr mq-send -d "$RO_DIR/q.db" t b
+	umount "$RO_DIR"
+	one_line_error 74
+	[[ $stderr == *"q.db-shm: No space left on device"* ]] ||
+	    fail "stderr: $stderr"
+}
+
+@test "a database found in another journal mode is switched back to WAL by a writer" {
+	mq-send -q t a
+	sql 'PRAGMA journal_mode=DELETE' >/dev/null
+	assert_equal "$(sql 'PRAGMA journal_mode')" delete
+	run -0 mq-send t b
+	assert_output 2
+	assert_equal "$(sql 'PRAGMA journal_mode')" wal
+}
+
+# hot_journal: the test database in rollback mode, with a writer killed
+# in the middle of changing every body (a hot journal beside it).
+hot_journal() {
+	seq 3000 | mq-send -q t
+	sql 'PRAGMA journal_mode=DELETE' >/dev/null
+	mkfifo hot
+	sqlite3 "$MQ_DB" <hot >hot.out 2>&1 3>&- &
+	local p=$!
+	exec 5>hot
+	echo "PRAGMA cache_size=2; BEGIN; UPDATE msg SET body = 'x';" \
+	    "SELECT 'held';" >&5
+	wait_for 30 grep -q held hot.out
+	kill -9 "$p"
+	wait "$p" 2>/dev/null || true
+	exec 5>&-
+	[ -s "$MQ_DB-journal" ] || fail "no hot journal"
+}
+
+@test "a reader rolls a hot journal back when it may write the file" {
+	hot_journal
+	run -0 mq-replay -n 2 t
+	assert_output "$(printf '1\t1\n2\t2')"
+	[ ! -s "$MQ_DB-journal" ] || fail "the journal is still there"
+}
+
+@test "a reader that may not roll a hot journal back says so: 74" {
+	hot_journal
+	scratch
+	cp -p "$MQ_DB" "$MQ_DB-journal" "$RO_DIR/"
+	chmod 644 "$RO_DIR"/mq.db*
+	before=$(sha256sum "$RO_DIR"/mq.db*)
+	run -74 --separate-stderr as_nobody mq-replay -d "$RO_DIR/mq.db" t
+	one_line_error 74
+	[[ $stderr == *"needs recovery by a writer"* ]] || fail "stderr: $stderr"
+	assert_equal "$(sha256sum "$RO_DIR"/mq.db*)" "$before"
+}

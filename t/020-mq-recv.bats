@@ -414,3 +414,57 @@ worker() {
 	[[ $output == "usage: mq-recv"* ]]
 	assert_equal "$stderr" ""
 }
+
+@test "-A: what could not be written is given back, not acked: exit 74" {
+	seq 5000 | mq-send -q t
+	# each message a long line (100 copies of its body), into a file that
+	# may not grow past 1 MiB: the database's own files stay far below
+	fmt=$(printf '%%b%.0s' $(seq 100))
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	run -74 --separate-stderr bash -c \
+	    'trap "" XFSZ; ulimit -f 1024; mq-recv -n 0 -A --format "$1\n" t >out' \
+	    _ "$fmt"
+	assert_equal "$stderr" "mq-recv: write error: File too large"
+	[ "$(stat -c %s out)" -eq 1048576 ] || fail "out is $(stat -c %s out) bytes"
+	# whole lines in the file are settled; the rest is still there
+	written=$(grep -c . out)
+	[ "$written" -gt 0 ] || fail "nothing was written"
+	run -0 mq-recv -n 0 -A t
+	assert_equal "$((written - 1 + ${#lines[@]}))" 5000
+	# the last, partial, line is one of those given back
+	full=$(printf "${lines[0]}%.0s" $(seq 100))
+	partial=$(tail -n 1 out)
+	[[ $full == "$partial"* ]] ||
+	    fail "first given back: ${lines[0]}, partial line: $partial"
+	run -0 sql 'PRAGMA integrity_check'
+	assert_output ok
+}
+
+@test "without -A, the leases of what could not be written are released at once" {
+	seq 5000 | mq-send -q t
+	mq-topic group t default --lease 1h >/dev/null
+	fmt=$(printf '%%b%.0s' $(seq 100))
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	run -74 --separate-stderr bash -c \
+	    'trap "" XFSZ; ulimit -f 1024; mq-recv -n 0 --format "$1\n" t >out' \
+	    _ "$fmt"
+	assert_equal "$stderr" "mq-recv: write error: File too large"
+	written=$(grep -c . out)
+	[ "$written" -gt 0 ] || fail "nothing was written"
+	# leased for an hour: only what was written is still held
+	run -0 mq-lag --json t default
+	jtrue ".in_flight == $((written - 1))" <<<"$output"
+	run -0 mq-recv -n 0 --format '%o\n' t
+	assert_equal "$((written - 1 + ${#lines[@]}))" 5000
+}
+
+@test "a reader that went away (closed pipe): exit 74, nothing said, the rest given back" {
+	seq 20000 | mq-send -q t
+	# shellcheck disable=SC2016 # PIPESTATUS is the inner shell's
+	run -0 bash -c 'mq-recv -n 0 -A t | head -1; echo "${PIPESTATUS[0]}" >rc'
+	assert_output 1
+	assert_equal "$(cat rc)" 74
+	run -0 mq-lag --json t default
+	# what the pipe took before head left is settled; not all of it
+	jtrue '.lag > 0 and .lag < 20000' <<<"$output"
+}
