@@ -390,9 +390,10 @@ start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
 }
 
 /*
- * The second signal: handlers get SIGTERM, then SIGKILL after a grace
- * time, and are waited for, so none still runs when its message is
- * released for redelivery.
+ * The second signal: the handler group gets SIGTERM, then SIGKILL after a
+ * grace time (or as soon as the handlers are gone, for what they
+ * started), and the handlers are waited for, so nothing of theirs still
+ * runs when their messages are released for redelivery.
  */
 static void
 stop_jobs(struct mq_follow *f)
@@ -404,7 +405,7 @@ stop_jobs(struct mq_follow *f)
 	pid_t pid;
 
 	(void)jobs;
-	kill(-group, SIGTERM);	/* the anchor too: it is done */
+	kill(-group, SIGTERM);	/* (the anchor blocks it) */
 	for (;;) {
 		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
 			for (i = 0; i < n; i++)
@@ -425,6 +426,8 @@ stop_jobs(struct mq_follow *f)
 		}
 		usleep(10000);
 	}
+	/* what the handlers started goes too, before their messages do */
+	kill(-group, SIGKILL);
 }
 
 int

@@ -80,6 +80,8 @@ struct sq_shm {
 	uint64_t	syncs;		/* syncs done, for the curious */
 	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
 	uint32_t	spare[1];
+	uint64_t	failed;		/* commits up to here may be lost: a
+					   sync of the WAL failed */
 	struct {
 		uint32_t	seq, waiters;
 	} slot[NSLOT];
@@ -157,6 +159,8 @@ sq_engine_open(struct sq *q)
 		(void)fchmod(fd, mode);
 	if (q->shm_rw && geteuid() == 0 && (st.st_uid != uid || st.st_gid != gid))
 		(void)fchown(fd, uid, gid);
+	else if (q->shm_rw && st.st_uid == geteuid() && st.st_gid != gid)
+		(void)fchown(fd, (uid_t)-1, gid);	/* if a member */
 	if ((size_t)st.st_size < sizeof *m && (!q->shm_rw ||
 	    ftruncate(fd, sizeof *m) < 0))
 		goto close;
@@ -279,8 +283,14 @@ sq_commits_seen(struct sq *q)
 	return q->shm ? LOAD(&q->shm->writing) : 0;
 }
 
+/*
+ * Syncs the WAL, covering commits up to upto.  A failed sync loses what
+ * it was to make durable: the error is marked in the -mq file, so every
+ * writer waiting on those commits fails too (after an error Linux may
+ * let a second sync succeed without the data).
+ */
 static void
-sync_wal(struct sq *q)
+sync_wal(struct sq *q, uint64_t upto)
 {
 	sqlite3_file *f = NULL;
 	int rc;
@@ -291,9 +301,15 @@ sync_wal(struct sq *q)
 	else	/* no WAL open here: a checkpoint syncs it */
 		rc = sqlite3_wal_checkpoint_v2(q->db, "main",
 		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
+		if (q->shm_rw && upto) {
+			max_store(&q->shm->failed, upto);
+			ADD(&q->shm->sync_word, 1);
+			futex_wake(&q->shm->sync_word);
+		}
 		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
 		    sqlite3_errstr(rc));
+	}
 	if (q->shm_rw)
 		ADD(&q->shm->syncs, 1);
 }
@@ -318,12 +334,15 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		return;
 	if (!q->shm_rw) {	/* mapped read-only: no leader, sync alone */
 		if (LOAD(&m->synced) < target)
-			sync_wal(q);
+			sync_wal(q, 0);
 		return;
 	}
 	if (!me)
 		me = (uint32_t)getpid();
 	for (;;) {
+		if (LOAD(&m->failed) >= target)
+			mq_die(MQ_EX_IOERR, "cannot sync %s-wal: another "
+			    "process's sync of it failed", q->base.path);
 		if (LOAD(&m->synced) >= target)
 			return;
 		w = LOAD(&m->sync_word);
@@ -333,7 +352,7 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		if (take || CAS(&m->leader, none, me)) {
 			STORE(&m->leader, me);
 			t = LOAD(&m->written);
-			sync_wal(q);
+			sync_wal(q, t);
 			max_store(&m->synced, t);
 			STORE(&m->leader, 0);
 			ADD(&m->sync_word, 1);
