@@ -74,8 +74,9 @@ mq_follow(struct mq *q, struct mq_follow *f)
 				status = -1;
 				break;
 			}
-			if (k == want)
-				continue;	/* there may be more */
+			if (k == want || (k && f->busy))
+				continue;	/* more may be there; handlers
+						   just started count as running */
 		}
 		if (running == 0 && f->limit && f->taken >= f->limit)
 			break;

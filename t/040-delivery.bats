@@ -615,3 +615,16 @@ delivered() {
 	run -0 mq-recv -g g t -- true
 	[ "$(sql 'SELECT count(*) FROM consumer')" = 0 ]
 }
+
+@test "exec mode without -f waits for the handlers it started, with free slots left" {
+	mq-topic group t g --lease 60s >/dev/null
+	mq-send -q t m1 m2
+	# two messages, three slots: the claim comes back short
+	# shellcheck disable=SC2016 # $MQ_OFFSET is the handler's
+	run -0 mq-recv -n 5 -j 3 -g g t -- sh -c 'sleep 0.3; echo "handled $MQ_OFFSET"'
+	assert_equal "$(printf '%s\n' "${lines[@]}" | sort)" "$(printf 'handled 1\nhandled 2')"
+	# both acked: nothing left, nothing released
+	run -0 mq-lag --json t g
+	jtrue '.lag == 0 and .retrying == 0' <<<"$output"
+	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'released'")" 0
+}
