@@ -71,11 +71,26 @@ asan: need
 deps:
 	@sh t/deps.sh install all
 
-test: all
-	MQ_BIN=$(CURDIR)/$(B) bats t
+# The tests' own tools: a fault injector and a power-cut recorder
+# (LD_PRELOAD shims) and the tool that rebuilds files after a power cut.
+TOOLS = $(B)/t/faultshim.so $(B)/t/pcshim.so $(B)/t/powercut
 
-test-asan: asan
-	MQ_BIN=$(CURDIR)/build-asan ASAN_OPTIONS=detect_leaks=0 bats t
+tools: $(TOOLS)
+
+$(B)/t/%.so: t/*/%.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -o $@ $< -ldl
+
+$(B)/t/powercut: t/powercut/powercut.c t/powercut/pclog.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -o $@ t/powercut/powercut.c
+
+test: all tools
+	MQ_BIN=$(CURDIR)/$(B) MQ_TOOLS=$(CURDIR)/$(B)/t bats t
+
+test-asan: asan tools
+	MQ_BIN=$(CURDIR)/build-asan MQ_TOOLS=$(CURDIR)/$(B)/t \
+	    ASAN_OPTIONS=detect_leaks=0 bats t
 
 check: test test-asan
 
@@ -111,4 +126,4 @@ uninstall:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all need asan deps test test-asan check demo bench lint install uninstall clean
+.PHONY: all need tools asan deps test test-asan check demo bench lint install uninstall clean

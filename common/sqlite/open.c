@@ -175,8 +175,19 @@ sq_die(struct sq *q, const char *what)
 	if ((rc & 0xff) == SQLITE_CANTOPEN && eno)
 		msg = strerror(eno);
 	if (q->mode != MQ_READ && ((rc & 0xff) == SQLITE_READONLY ||
-	    (rc & 0xff) == SQLITE_CANTOPEN) && culprit(q, file, sizeof file))
-		mq_die(MQ_EX_NOPERM, "%s: %s: %s", what, file, strerror(errno));
+	    (rc & 0xff) == SQLITE_CANTOPEN)) {
+		if (culprit(q, file, sizeof file))
+			mq_die(MQ_EX_NOPERM, "%s: %s: %s", what, file,
+			    strerror(errno));
+		/*
+		 * Nothing this user may not write: SQLite could not open one
+		 * of the files for writing (an I/O error, no space, no inode)
+		 * and fell back to reading it.
+		 */
+		mq_die(MQ_EX_IOERR, "%s: %s: a file of the database could not "
+		    "be opened for writing (%s)", what, q->base.path,
+		    eno ? strerror(eno) : "I/O error");
+	}
 	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->base.path, msg);
 }
 
@@ -366,6 +377,31 @@ in_wal(struct sq *q)
 }
 
 /*
+ * Whether the file says WAL mode, asked through a connection of its own:
+ * after a write of the header failed, the connection that switched can
+ * believe it switched while the file did not.
+ */
+static int
+file_in_wal(struct sq *q)
+{
+	sqlite3_stmt *s;
+	sqlite3 *db;
+	int wal = 0;
+
+	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READONLY |
+	    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL) ==
+	    SQLITE_OK) {
+		if (sqlite3_step(s) == SQLITE_ROW)
+			wal = !sqlite3_stricmp((const char *)
+			    sqlite3_column_text(s, 0), "wal");
+		sqlite3_finalize(s);
+	}
+	sqlite3_close(db);
+	return wal;
+}
+
+/*
  * WAL mode, for a new file or one found in another mode (changed with
  * the sqlite3 shell, or a switch that failed).  It cannot change inside a
  * transaction, and while another first writer holds a lock it fails with
@@ -390,7 +426,8 @@ wal_mode(struct sq *q)
 		if (rc == SQLITE_ROW)
 			sq_copy(s, 0, mode, sizeof mode);
 		sqlite3_finalize(s);
-		if (rc == SQLITE_ROW && !sqlite3_stricmp(mode, "wal"))
+		if (rc == SQLITE_ROW && !sqlite3_stricmp(mode, "wal") &&
+		    file_in_wal(q))
 			return;
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 			mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file "
@@ -688,6 +725,16 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		sq_die(q, "cannot open database");
 	}
 	configure(q);
+	if (mode != MQ_READ && sqlite3_db_readonly(q->db, "main") == 1) {
+		/* SQLite could not open it for writing and fell back to reading */
+		char file[PATH_MAX + 8];
+
+		if (culprit(q, file, sizeof file))
+			mq_die(MQ_EX_NOPERM, "cannot open database: %s: %s", file,
+			    strerror(errno));
+		mq_die(MQ_EX_IOERR, "cannot open database %s for writing: I/O "
+		    "error, no space or no inode", path);
+	}
 	if (mode == MQ_READ) {
 		recover(q);
 		if (!readable(q))
