@@ -102,7 +102,12 @@ bench: all
 
 lint: need
 	mandoc -Tlint -Wwarning man/*.[0-9]
-	shellcheck t/*.bats t/*.bash t/deps.sh bench/*.sh
+	shellcheck t/*.bats t/*.bash t/deps.sh t/fuzz/run.sh bench/*.sh
+
+# libFuzzer targets for every parser and output round trip (t/fuzz/),
+# FUZZ_SECONDS each (default 10); clang is installed like the rest.
+fuzz: need
+	sh t/fuzz/run.sh
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
@@ -126,4 +131,4 @@ uninstall:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all need tools asan deps test test-asan check demo bench lint install uninstall clean
+.PHONY: all need tools asan deps fuzz test test-asan check demo bench lint install uninstall clean

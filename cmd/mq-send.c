@@ -115,6 +115,9 @@ decode(char *p, size_t *n)
 	char *s = mq_memdup(p, *n);
 
 	if (unescape) {
+		if (memchr(s, '\0', *n))	/* escaped text has none */
+			mq_die(MQ_EX_DATAERR, "message refused: a raw NUL byte "
+			    "in escaped input (write it \\0)");
 		if ((*n = mq_unescape(s)) == (size_t)-1)
 			mq_die(MQ_EX_DATAERR, "message refused: invalid escape "
 			    "sequence");
@@ -210,9 +213,11 @@ main(int argc, char *argv[])
 		case 'd': dbpath = optarg; break;
 		case 'e': unescape = 1; break;
 		case 'k':
-			if (!*optarg || strlen(optarg) > 1024)
+			if (!*optarg || strlen(optarg) > 1024 ||
+			    !mq_utf8_valid((unsigned char *)optarg,
+			    strlen(optarg)))
 				mq_die(MQ_EX_USAGE, "invalid key: want 1-1024 "
-				    "bytes");
+				    "bytes of UTF-8");
 			key = optarg;
 			break;
 		case 'q': quiet = 1; break;

@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,15 +182,14 @@ struct child {
 };
 
 /*
- * The child, on the parent's memory until it runs the command (clone
- * with CLONE_VM | CLONE_VFORK, as posix_spawn does): it may only make
- * system calls.  Signals back to default, the handler group, death with
- * the parent (unless the parent is gone already), the body on stdin.
+ * The child, on the parent's memory until it runs the command (vfork, as
+ * posix_spawn does): it may only make system calls.  Signals back to
+ * default, the handler group, death with the parent (unless the parent
+ * is gone already), the body on stdin.
  */
-static int
-child(void *arg)
+static void __attribute__((noreturn))
+child(struct child *c)
 {
-	struct child *c = arg;
 	struct sigaction sa;
 	sigset_t none;
 	int sig;
@@ -229,15 +227,11 @@ static pid_t
 spawn(const struct mq_claim *c, char **argv, const char *path,
     const struct mq_msg *m)
 {
-	static char *stack;
 	struct child ch;
 	sigset_t all, old;
 	int i, nmq = 7;
 	pid_t pid;
 
-	if (!stack && (stack = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) == MAP_FAILED)
-		mq_die(MQ_EX_SOFTWARE, "cannot set up handler:");
 	fflush(stdout);
 	fflush(stderr);
 	ch.path = path;
@@ -245,11 +239,11 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
 	ch.env = handler_env(c, m);
 	ch.fd = body_fd(m);
 	ch.err = 0;
-	/* no handler of ours may run on the child's borrowed stack */
+	/* no handler of ours may run in the child, on our memory */
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid = clone(child, stack + 65536, CLONE_VM | CLONE_VFORK | SIGCHLD,
-	    &ch);
+	if ((pid = vfork()) == 0)
+		child(&ch);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ch.fd);
 	for (i = 0; ch.env[i]; i++)

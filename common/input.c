@@ -72,7 +72,7 @@ mq_input_next(struct mq_input *in, int64_t until, char **p, size_t *n)
 	int rc;
 
 	for (;;) {
-		rec = in->buf + in->start;
+		rec = in->buf ? in->buf + in->start : NULL;	/* none read yet */
 		avail = in->len - in->start;
 		if (in->skipping) {
 			end = in->delim >= 0 && avail ?

@@ -144,13 +144,20 @@ mq_unescape(char *s)
 void
 mq_json_str(FILE *f, const unsigned char *p, size_t n)
 {
-	size_t i;
+	size_t i, k;
 
 	putc('"', f);
 	for (i = 0; i < n; i++) {
 		unsigned c = p[i];
 
-		if (c == '"' || c == '\\')
+		if (c >= 0x80) {	/* a whole UTF-8 sequence, or U+FFFD */
+			if ((k = utf8_len(p + i, n - i)) > 0) {
+				fwrite(p + i, 1, k, f);
+				i += k - 1;
+			} else {
+				fputs("\\ufffd", f);
+			}
+		} else if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
 			fputs("\\n", f);
@@ -194,14 +201,19 @@ mq_base64(FILE *f, const unsigned char *p, size_t n)
 void
 mq_rfc3339(int64_t ms, char *buf, size_t len)
 {
+	int64_t frac = ms % 1000;
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
 
+	if (frac < 0) {	/* before 1970: the second before, and what is left */
+		frac += 1000;
+		t--;
+	}
 	/* not strftime: it reads the time zone, which UTC does not need */
 	gmtime_r(&t, &tm);
 	snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
 	    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-	    tm.tm_sec, (int)(ms % 1000));
+	    tm.tm_sec, (int)frac);
 }
 
 static void

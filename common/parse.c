@@ -37,7 +37,7 @@ digits(const char **sp, int64_t *v)
 	if (!isdigit((unsigned char)*s))
 		return -1;
 	for (; isdigit((unsigned char)*s); s++) {
-		if (n > (INT64_MAX - 9) / 10)
+		if (n > (INT64_MAX - (*s - '0')) / 10)
 			return -1;
 		n = n * 10 + (*s - '0');
 	}
@@ -174,6 +174,7 @@ mq_parse_time(const char *s, int64_t now, int64_t *ms)
 	}
 	if (*p)
 		return -1;
+	errno = 0;	/* -1 is a time too (1969-12-31T23:59:59Z) */
 	if (zone) {
 		t = timegm(&tm);
 		t -= off;
@@ -313,8 +314,8 @@ mq_parse_receipt(const char *s, struct mq_receipt *r)
 	if (digits(&s, &v) < 0 || v < 1 || v > 1000000 || *s++ != ':')
 		return -1;
 	r->attempt = (int)v;
-	if (strlen(s) != 8 || !isxdigit((unsigned char)*s))
-		return -1;
+	if (strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8)
+		return -1;	/* (strtoul would take "0x", spaces, a sign) */
 	errno = 0;
 	tok = strtoul(s, &end, 16);
 	if (*end || errno)
