@@ -1,4 +1,5 @@
-# mq: a durable message queue as small Unix programs over SQLite.
+# mq: a durable message queue as small Unix programs over SQLite (and,
+# built with libpq, PostgreSQL).
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -15,6 +16,11 @@ override CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE \
 # have installed them in between.
 DEPCFLAGS = $(shell $(PKG_CONFIG) --cflags sqlite3 libbsd-overlay)
 DEPLIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay)
+# The PostgreSQL backend is built when libpq is there (PG=no: never);
+# $(B)/pgflags says whether it was, and changes only when that does.
+PG ?= auto
+PGFLAGS = $(shell cat $(B)/pgflags 2>/dev/null)
+PGLIBS = $(if $(PGFLAGS),$(shell $(PKG_CONFIG) --libs libpq))
 
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
@@ -23,7 +29,10 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/out.c common/input.c common/table.c common/lag.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c
+PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
+	common/pg/log.c common/pg/wait.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
+PGOBJ = $(PGSRC:common/%.c=$(B)/%.o)
 HDRS = common/mq.h common/backend.h common/sqlite/sq.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
@@ -41,7 +50,24 @@ lint: NEED = install lint
 need:
 	@sh t/deps.sh $(NEED)
 
-$(B)/schema.h $(LIBOBJ) $(BINS): | need
+$(B)/schema.h $(LIBOBJ) $(PGOBJ) $(BINS): | need
+
+$(B)/pgflags: FORCE | need
+	@mkdir -p $(B); f=; \
+	if [ "$(PG)" != no ] && $(PKG_CONFIG) --exists libpq; then \
+		f="-DMQ_PG $$($(PKG_CONFIG) --cflags libpq)"; \
+	elif [ "$(PG)" != no ]; then \
+		echo "mq: no libpq: building without PostgreSQL support" >&2; \
+	fi; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$f" ] || printf '%s' "$$f" >$@
+
+$(B)/pgschema.h: common/pg/schema.sql
+	@mkdir -p $(B)
+	{ printf '#define PG_SCHEMA_VERSION %s\n' \
+	    "$$(sed -n 's/^-- version: *//p' common/pg/schema.sql)"; \
+	  printf 'static const char pg_schema_sql[] =\n'; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/schema.sql; \
+	  printf ';\n'; } > $@
 
 $(B)/schema.h: schema.sql
 	@mkdir -p $(B)
@@ -51,17 +77,23 @@ $(B)/schema.h: schema.sql
 	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' schema.sql; \
 	  printf ';\n'; } > $@
 
-$(B)/%.o: common/%.c $(HDRS) $(B)/schema.h
+$(B)/%.o: common/%.c $(HDRS) $(B)/schema.h $(B)/pgflags
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(DEPCFLAGS) -I$(B) -Icommon -c -o $@ $<
+	$(CC) $(CFLAGS) $(DEPCFLAGS) $(PGFLAGS) -I$(B) -Icommon -c -o $@ $<
 
-$(B)/libmq.a: $(LIBOBJ) Makefile
+# Without libpq these are empty objects.
+$(B)/pg/%.o: common/pg/%.c common/pg/pg.h $(HDRS) $(B)/pgschema.h $(B)/pgflags
+	@mkdir -p $(@D)
+	$(if $(PGFLAGS),$(CC) $(CFLAGS) $(DEPCFLAGS) $(PGFLAGS) -I$(B) -Icommon \
+	    -c -o $@ $<,$(CC) -c -x c -o $@ /dev/null)
+
+$(B)/libmq.a: $(LIBOBJ) $(PGOBJ) Makefile
 	rm -f $@
-	$(AR) rcs $@ $(LIBOBJ)
+	$(AR) rcs $@ $(LIBOBJ) $(PGOBJ)
 
 $(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
 	$(CC) $(CFLAGS) $(DEPCFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a \
-	    $(LDLIBS) $(DEPLIBS)
+	    $(LDLIBS) $(DEPLIBS) $(PGLIBS)
 
 # The same build with AddressSanitizer and UBSan, in its own directory.
 asan: need
@@ -85,12 +117,18 @@ $(B)/t/powercut: t/powercut/powercut.c t/powercut/pclog.h
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Wextra -o $@ t/powercut/powercut.c
 
+# The suite runs on SQLite, then on PostgreSQL (a cluster of its own, when
+# this build has libpq and the server is installed); t/suite.sh counts
+# each run's skips and prints them.
 test: all tools
-	MQ_BIN=$(CURDIR)/$(B) MQ_TOOLS=$(CURDIR)/$(B)/t bats t
+	sh t/suite.sh sqlite $(CURDIR)/$(B) $(CURDIR)/$(B)/t
+	sh t/suite.sh pg $(CURDIR)/$(B) $(CURDIR)/$(B)/t
 
 test-asan: asan tools
-	MQ_BIN=$(CURDIR)/build-asan MQ_TOOLS=$(CURDIR)/$(B)/t \
-	    ASAN_OPTIONS=detect_leaks=0 bats t
+	ASAN_OPTIONS=detect_leaks=0 sh t/suite.sh sqlite \
+	    $(CURDIR)/build-asan $(CURDIR)/$(B)/t
+	ASAN_OPTIONS=detect_leaks=0 sh t/suite.sh pg \
+	    $(CURDIR)/build-asan $(CURDIR)/$(B)/t
 
 check: test test-asan
 
@@ -99,10 +137,16 @@ demo: all
 
 bench: all
 	@sh bench/run.sh $(B)
+	@sh bench/pg.sh $(B)
+
+# The PostgreSQL benchmarks alone: a throwaway cluster of their own
+# (t/pgcluster.sh); one line and nothing else without libpq or the server.
+bench-pg: all
+	@sh bench/pg.sh $(B)
 
 lint: need
 	mandoc -Tlint -Wwarning man/*.[0-9]
-	shellcheck t/*.bats t/*.bash t/deps.sh t/fuzz/run.sh bench/*.sh
+	shellcheck t/*.bats t/*.bash t/*.sh t/fuzz/run.sh bench/*.sh
 
 # libFuzzer targets for every parser and output round trip (t/fuzz/),
 # FUZZ_SECONDS each (default 10); clang is installed like the rest.
@@ -131,4 +175,6 @@ uninstall:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all need tools asan deps fuzz test test-asan check demo bench lint install uninstall clean
+FORCE:
+
+.PHONY: all need tools asan deps fuzz test test-asan check demo bench bench-pg lint install uninstall clean

@@ -131,7 +131,8 @@ watch(struct mq *q, int64_t every)
 		printf("\033[H\033[2J%s  %s  (every %llds; q quits)\n\n",
 		    mq_path(q), ts, (long long)(every / 1000));
 		table(1);
-		fflush(stdout);
+		if (fflush(stdout) == EOF)
+			break;		/* the reader went away: mq_finish says */
 		free(prev);
 		prev = mq_array(NULL, lag.n, sizeof *prev);
 		memcpy(prev, lag.rows, lag.n * sizeof *lag.rows);

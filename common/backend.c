@@ -29,11 +29,45 @@ mq_default_path(void)
 	return buf;
 }
 
+/*
+ * A PostgreSQL connection: a postgresql:// or postgres:// URL, or a libpq
+ * keyword string (key=value ..., which no sane file name looks like: it
+ * starts with a libpq keyword and an equals sign).
+ */
+int
+mq_is_pg(const char *path)
+{
+	static const char *keys[] = { "host", "hostaddr", "port", "dbname",
+	    "user", "service", "sslmode", "options", "application_name",
+	    "connect_timeout", "passfile", "target_session_attrs", NULL };
+	size_t n;
+	int i;
+
+	if (!strncmp(path, "postgresql://", 13) ||
+	    !strncmp(path, "postgres://", 11))
+		return 1;
+	for (i = 0; keys[i]; i++) {
+		n = strlen(keys[i]);
+		if (!strncmp(path, keys[i], n) &&
+		    path[n + strspn(path + n, " ")] == '=')
+			return 1;
+	}
+	return 0;
+}
+
 struct mq *
 mq_open(const char *path, int mode)
 {
 	if (!path)
 		path = mq_default_path();
+	if (mq_is_pg(path)) {
+#ifdef MQ_PG
+		return mq_pg_open(path, mode);
+#else
+		mq_die(MQ_EX_USAGE, "this build has no PostgreSQL support "
+		    "(rebuild with libpq-dev installed)");
+#endif
+	}
 	return mq_sqlite_open(path, mode);
 }
 
@@ -42,6 +76,12 @@ mq_close(struct mq *q)
 {
 	if (q)
 		q->be->close(q);
+}
+
+int64_t
+mq_idle_ms(struct mq *q)
+{
+	return q->be->idle_ms;
 }
 
 const char *

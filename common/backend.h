@@ -35,6 +35,10 @@
 
 struct mq_backend {
 	const char *name;
+	/* how often a follower with nothing to do looks for dead consumers
+	   and at its topic (ms): cheap on a local file, a few round trips
+	   to a server */
+	int64_t	 idle_ms;
 	void	(*close)(struct mq *);
 
 	/* topics and groups */
@@ -104,5 +108,10 @@ struct mq_waiter {
 
 /* common/sqlite/ */
 struct mq *mq_sqlite_open(const char *path, int mode);
+
+/* common/pg/, when built with libpq (MQ_PG) */
+struct mq *mq_pg_open(const char *conn, int mode);
+int	 mq_pg_schema_version(void);
+int	 mq_is_pg(const char *path);
 
 #endif

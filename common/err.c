@@ -7,6 +7,7 @@
  * is reported as an internal error (70).
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -112,15 +113,25 @@ mq_strdup(const char *s)
  * full disk, a file size limit) into 74: quietly for a closed pipe, as a
  * reader like head(1) expects.  Programs return this from main.
  */
+/* A pipe on stdout with no reader left (errno may be long gone). */
+static int
+reader_gone(void)
+{
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 int
 mq_finish(void)
 {
 	int bad = fflush(stdout) == EOF || ferror(stdout);
+	int gone = bad && (errno == EPIPE || reader_gone());
 
 	bad |= fclose(stdout) == EOF;
 	if (!bad)
 		return 0;
-	if (errno != EPIPE)
+	if (!gone && errno != EPIPE)
 		mq_warn("write error:");
 	return MQ_EX_IOERR;
 }

@@ -21,7 +21,6 @@
 #include "mq.h"
 
 #define CHUNK		256
-#define REAP_MS		1000
 #define MEMBER_BEAT	10000	/* a printing member: only to stay listed */
 
 int
@@ -30,6 +29,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 	struct mq_msg *msgs = mq_array(NULL, CHUNK, sizeof *msgs);
 	struct mq_waiter *w = NULL;
 	int64_t now, next_due, reaped, beat, wake, every;
+	int64_t idle = mq_idle_ms(q);
 	int k, want, running = 0, stopped = 0, status = 0;
 
 	mq_catch_stop();
@@ -56,7 +56,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 		if (stopped && running == 0)
 			break;
 		now = mq_now();
-		if (now - reaped >= REAP_MS) {
+		if (now - reaped >= idle) {
 			mq_reap(q, f->c.topic, f->c.group);
 			reaped = now;
 		}
@@ -97,8 +97,8 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			wake = beat;
 		if (!f->follow && running == 0 && f->until < wake)
 			wake = f->until;
-		if (wake > reaped + REAP_MS)
-			wake = reaped + REAP_MS;
+		if (wake > reaped + idle)
+			wake = reaped + idle;
 		f->c.woken = mq_wait(w, wake) == 2;
 	}
 	if (f->member)

@@ -159,3 +159,36 @@ mq_consumer_gone(const struct mq_consumer *c, const char *boot)
 		return 0;
 	return group_gone(c);
 }
+
+/* This process's id, asked once. */
+int64_t
+mq_pid(void)
+{
+	static int64_t pid;
+
+	if (!pid)
+		pid = getpid();
+	return pid;
+}
+
+/* Orders history rows of one millisecond; unique to this process. */
+int64_t
+mq_history_n(void)
+{
+	static int64_t count;
+
+	return mq_pid() << 32 | ++count;
+}
+
+/* MQ_BUSY_TIMEOUT in ms: how long a writer waits for another (5s). */
+int64_t
+mq_busy_timeout(void)
+{
+	const char *env = getenv("MQ_BUSY_TIMEOUT");
+	int64_t ms = 5000;
+
+	if (env && *env && mq_parse_duration(env, &ms) < 0)
+		mq_die(MQ_EX_USAGE, "invalid MQ_BUSY_TIMEOUT '%s': want a "
+		    "duration such as 5s", env);
+	return ms;
+}

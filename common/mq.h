@@ -331,6 +331,10 @@ void	 mq_leave(struct mq *, int64_t id);
 int	 mq_consumers(struct mq *, const char *topic, const char *group,
 	    struct mq_consumer **out);
 void	 mq_reap(struct mq *, const char *topic, const char *group);
+int64_t	 mq_idle_ms(struct mq *);
+int64_t	 mq_pid(void);
+int64_t	 mq_history_n(void);
+int64_t	 mq_busy_timeout(void);
 
 /*
  * Waiting until a topic may have something new: 2 a writer changed it, 1

@@ -6,6 +6,8 @@
 # shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
+# shellcheck disable=SC2034 # read by setup() in test_helper.bash
+SQLITE_ONLY="opening SQLite files: WAL, file modes, locks (t/100-pg.bats opens PostgreSQL)"
 
 teardown() {
 	exec 5>&- 2>/dev/null || true

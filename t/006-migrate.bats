@@ -5,6 +5,8 @@
 # shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
+# shellcheck disable=SC2034 # read by setup() in test_helper.bash
+SQLITE_ONLY="the migration of SQLite schema versions (t/100-pg.bats tests PostgreSQL's)"
 
 # The schema version this build stamps, as mq-send -V reports it; fails
 # when there is none.

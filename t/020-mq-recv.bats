@@ -409,7 +409,7 @@ worker() {
 		run -64 --separate-stderr mq-recv $args
 		one_line_error 64
 	done
-	[ ! -e "$MQ_DB" ]
+	no_db
 	run -0 --separate-stderr mq-recv --help
 	[[ $output == "usage: mq-recv"* ]]
 	assert_equal "$stderr" ""
@@ -436,8 +436,7 @@ worker() {
 	partial=$(tail -n 1 out)
 	[[ $full == "$partial"* ]] ||
 	    fail "first given back: ${lines[0]}, partial line: $partial"
-	run -0 sql 'PRAGMA integrity_check'
-	assert_output ok
+	db_intact
 }
 
 @test "without -A, the leases of what could not be written are released at once" {

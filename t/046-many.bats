@@ -96,6 +96,5 @@ teardown() {
 	echo "# handled by $consumers consumers; duplicates:" \
 	    "$(cut -d' ' -f1 handled | sort | uniq -d | wc -l)" >&3
 	[ "$consumers" -ge 2 ] || fail "only $consumers consumer handled messages"
-	run -0 sql 'PRAGMA integrity_check'
-	assert_output ok
+	db_intact
 }

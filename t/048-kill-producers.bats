@@ -215,14 +215,15 @@ drive() {
 	run -0 bash -c "cut -f1 printed | sort | uniq -d"
 	[ -z "$output" ] || fail "offsets printed twice: $(echo "$output" | head -5 | xargs) (seed $SEED)"
 	# every printed offset stored with the body its producer sent
-	sqlite3 -tabs "$MQ_DB" "SELECT off, CAST(body AS TEXT) FROM msg
-	    WHERE topic = (SELECT id FROM topic WHERE name = 't')" | sort >stored.tsv
+	sql "SELECT off, $(txt body) FROM msg
+	    WHERE topic = (SELECT id FROM topic WHERE name = 't')" | tr '|' '\t' |
+	    sort >stored.tsv
 	sort printed >printed.sorted
 	comm -23 printed.sorted stored.tsv >missing
 	if [ -s missing ]; then
 		while IFS=$'\t' read -r off body; do
 			echo "offset $off printed for $body: stored as" \
-			    "'$(sql "SELECT CAST(body AS TEXT) FROM msg WHERE off = $off")'"
+			    "'$(sql "SELECT $(txt body) FROM msg WHERE off = $off")'"
 		done <missing | head -10 >missing.why
 		fail "$(wc -l <missing) printed offsets not stored with their body:
 $(cat missing.why) (seed $SEED)"
@@ -233,8 +234,7 @@ $(cat missing.why) (seed $SEED)"
 	run -0 sql 'SELECT count(DISTINCT body) FROM msg'
 	assert_output "$stored"
 	run -1 grep -vE $'^[0-9]+\tp[0-9]+-(o[0-9]+|g[0-9]+-[0-9]+)$' stored.tsv
-	run -0 sql 'PRAGMA integrity_check'
-	assert_output ok
+	db_intact
 	# and the topic goes on where it stopped
 	run -0 mq-send t after
 	assert_output $((stored + 1))

@@ -53,12 +53,15 @@
 #   MQ_FAULT_STICKY=0|1 MQ_FAULT_LOG=log LD_PRELOAD=faultshim.so mq-...
 
 load test_helper
+# shellcheck disable=SC2034 # read by setup() in test_helper.bash
+SQLITE_ONLY="faults injected into the calls on the database files"
 
 JOBS=${MQ_FAULT_JOBS:-2}
 KINDS=${MQ_FAULT_KINDS:-ENOSPC EIO short}	# the shim has EDQUOT too
 LEASE=2		# seconds: the lease the receiving workloads take
 
 setup_file() {
+	[ -z "$PG" ] || return 0
 	local cc=${CC:-cc} t
 
 	export FT=$BATS_FILE_TMPDIR

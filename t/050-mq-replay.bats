@@ -24,11 +24,7 @@ offsets() {
 
 # state: everything a group's progress lives in, for before/after checks.
 state() {
-	sql -header 'SELECT * FROM topic ORDER BY id;
-	    SELECT * FROM grp ORDER BY id;
-	    SELECT * FROM delivery ORDER BY grp, off;
-	    SELECT count(*), total(ts + n) FROM history;
-	    SELECT count(*) FROM msg'
+	db_state
 }
 
 # one_error PROG: the last run printed exactly one line on stderr, from PROG.
@@ -240,16 +236,16 @@ send10() {
 	run --separate-stderr -66 mq-replay -d "$BATS_TEST_TMPDIR/none.db" t
 	one_error mq-replay
 	[ ! -e "$BATS_TEST_TMPDIR/none.db" ]
-	rm -f "$MQ_DB"*
+	drop_db
 	run --separate-stderr -66 mq-replay t
 	one_error mq-replay
-	[ ! -e "$MQ_DB" ]
+	no_db
 	run --separate-stderr -66 mq-replay --trace 1 t
 	one_error mq-replay
-	[ ! -e "$MQ_DB" ]
+	no_db
 	run --separate-stderr -66 mq-replay -g g --earliest t
 	one_error mq-replay
-	[ ! -e "$MQ_DB" ]
+	no_db
 }
 
 @test "an empty selection exits 1 and prints nothing" {

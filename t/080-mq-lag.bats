@@ -376,6 +376,7 @@ t/g2: lag 3 > 1"
 }
 
 @test "mq-lag answers while another process holds the write lock" {
+	sqlite_only "SQLite's one write lock, held by sqlite3"
 	mq-send -q t a b
 	mq-topic group t g >/dev/null
 	# the holder says "held" once it has the lock (a busy timeout of its
@@ -414,6 +415,7 @@ t/g2: lag 3 > 1"
 }
 
 @test "mq-lag does not write: data_version, size and time of the files unchanged" {
+	sqlite_only "the files' data_version, size and time"
 	mq-send -q t a b c
 	mq-topic group t g >/dev/null
 	mq-recv -g g t >/dev/null
@@ -481,6 +483,7 @@ scratch() {
 }
 
 @test "mq-lag reads a live database it may not write (another user's, read-only directory)" {
+	sqlite_only "file permissions (t/100-pg.bats: a role without privileges)"
 	scratch
 	export MQ_DB=$RO/mq.db
 	mq-send -q t a b c
@@ -506,6 +509,7 @@ scratch() {
 }
 
 @test "mq-lag reads a read-only copy (chmod 444) as another user" {
+	sqlite_only "file permissions"
 	mq-send -q t a b c
 	mq-topic group t g >/dev/null
 	mq-recv -g g t >/dev/null
@@ -521,6 +525,7 @@ scratch() {
 }
 
 @test "mq-lag reads a read-only copy in a directory it may not write" {
+	sqlite_only "file permissions"
 	# A copy with no -wal/-shm beside it (a backup, or a file checkpointed
 	# by sqlite3), chmod 444, where the user cannot create the WAL's
 	# shared memory: mq-lag only reads, so it must still answer (it used
@@ -547,7 +552,7 @@ scratch() {
 	[[ $stderr == mq-lag:* ]] || fail "$stderr"
 	[ ! -e "$BATS_TEST_TMPDIR/nope.db" ]
 	run -66 mq-lag
-	[ ! -e "$MQ_DB" ]
+	no_db
 	run -66 mq-lag -d "$BATS_TEST_TMPDIR/no/such/dir/mq.db"
 	[ ! -e "$BATS_TEST_TMPDIR/no" ]
 	mq-send -q t a
@@ -631,4 +636,12 @@ scratch() {
 	# --watch goes alone
 	run -64 mq-lag --watch 1s --json
 	run -64 mq-lag --watch 10ms
+}
+
+@test "--watch ends quietly when its reader goes away: 74, nothing on stderr" {
+	mq-send -q t a
+	# shellcheck disable=SC2016 # PIPESTATUS is the inner shell's
+	run -0 bash -c 'timeout 60 mq-lag --watch=100ms 2>err | head -c 10 >/dev/null; echo "${PIPESTATUS[0]}"'
+	assert_output 74
+	[ ! -s err ] || fail "stderr: $(cat err)"
 }

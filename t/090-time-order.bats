@@ -144,7 +144,7 @@ ago"
 		assert_equal "${#stderr_lines[@]}" 1
 	done
 	run -64 mq-send --delay 1s --at @1 t m
-	[ ! -e "$MQ_DB" ]
+	no_db
 	mq-send -q t first
 	run -65 mq-send --at nonsense t m
 	run -64 mq-send --delay nonsense t m
@@ -157,7 +157,7 @@ ago"
 	# not from the start of mq-send (a line read 2s after the start used
 	# to be due 1s after it was sent; d80592c).
 	(echo a; sleep 2; echo b) | mq-send -q --delay 4s t
-	run -0 sql 'SELECT off, due - ts >= 3900 FROM msg ORDER BY off'
+	run -0 sql 'SELECT off, CASE WHEN due - ts >= 3900 THEN 1 ELSE 0 END FROM msg ORDER BY off'
 	assert_output "1|1
 2|1"
 	# ... and b's time is its own send, 2s after a's
@@ -179,7 +179,7 @@ ago"
 	run -0 mq-send --dedup id1 t other
 	assert_output 1
 	assert_equal "$(msgs)" 1
-	assert_equal "$(sql 'SELECT body FROM msg')" a
+	assert_equal "$(sql "SELECT $(txt body) FROM msg")" a
 	run -0 mq-send --dedup id2 t a
 	assert_output 2
 	run -0 mq-send t a
@@ -219,7 +219,7 @@ ago"
 2
 1"
 	assert_equal "$(msgs)" 2
-	run -0 sql 'SELECT off, body FROM msg ORDER BY off'
+	run -0 sql "SELECT off, $(txt body) FROM msg ORDER BY off"
 	assert_output "1|x	one
 2|y	two"
 	# later, in another run: still the same ids
@@ -236,7 +236,7 @@ ago"
 	run -64 mq-send --dedup-field 1 t a
 	run -64 mq-send --dedup-field 0 t < <(echo a)
 	run -64 mq-send --dedup '' t a
-	[ ! -e "$MQ_DB" ]
+	no_db
 	# --whole is one message: allowed
 	run -0 mq-send --dedup w --whole t < <(printf 'a\nb\n')
 	assert_output 1
@@ -302,7 +302,7 @@ ago"
 		done
 	done
 	assert_equal "$(msgs)" 1000
-	assert_equal "$(sql "SELECT count(*) FROM msg WHERE key = 'k' || (CAST(body AS INTEGER) % 10)")" 1000
+	assert_equal "$(sql "SELECT count(*) FROM msg WHERE key = 'k' || (CAST($(txt body) AS INTEGER) % 10)")" 1000
 	cat >handler <<-'EOF'
 	#!/bin/bash
 	# fail about one in five; else log "KEY BODY"

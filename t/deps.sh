@@ -4,23 +4,27 @@
 #
 # usage: sh t/deps.sh check|install build|test|lint|all
 #
-#   build  libsqlite3-dev libbsd-dev                (make, make demo)
+#   build  libsqlite3-dev libbsd-dev libpq-dev      (make, make demo)
 #   test   build's, and bats bats-support bats-assert jq tmux prometheus
-#                                                    (make test)
+#          postgresql-15 iproute2                    (make test)
 #   lint   mandoc shellcheck                        (make lint)
 #   all    all of these                             (make deps)
 #
 # check    exit 0 if all is there; else say what is missing and the one
-#          apt-get command that installs it, and exit 1.
+#          apt-get command that installs it, and exit 1.  libpq-dev,
+#          postgresql-15 and iproute2 are optional here: without them
+#          make builds the SQLite-only toolkit and make test runs the
+#          suite on SQLite only, and each says so.
 # install  the same, but as root run that command (apt-get install -y)
-#          and exit 0 once everything is there.
+#          and exit 0 once everything is there, the optional ones too.
 #
 # What is there is asked of the tools themselves (pkg-config, the PATH,
 # the bats library path), not of dpkg, so a hand-built SQLite or bats
 # counts; the package names are Debian's.
 
-BUILD="libsqlite3-dev libbsd-dev"
-TEST="bats bats-support bats-assert jq tmux prometheus"
+BUILD="libsqlite3-dev libbsd-dev libpq-dev"
+OPTIONAL="libpq-dev postgresql-15 iproute2"
+TEST="bats bats-support bats-assert jq tmux prometheus postgresql-15 iproute2"
 LINT="mandoc shellcheck"
 
 # has PACKAGE: what PACKAGE provides is usable here.
@@ -28,6 +32,9 @@ has() {
 	case $1 in
 	libsqlite3-dev) pkg-config --exists sqlite3 ;;
 	libbsd-dev) pkg-config --exists libbsd-overlay ;;
+	libpq-dev) pkg-config --exists libpq ;;
+	postgresql-15) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 ;;
+	iproute2) command -v ip >/dev/null ;;
 	bats-support | bats-assert) has_bats_lib "$1" ;;
 	prometheus) command -v promtool >/dev/null ;;
 	*) command -v "$1" >/dev/null ;;
@@ -68,6 +75,17 @@ esac
 need=$(missing)
 [ -z "$need" ] && exit 0
 need=${need% }
+if [ "$1" = check ] || [ "$(id -u)" -ne 0 ]; then
+	required=
+	for p in $need; do
+		case " $OPTIONAL " in
+		*" $p "*) echo "mq: without $p: no PostgreSQL support or tests" \
+		    "(apt-get install -y $p adds it)" >&2 ;;
+		*) required="$required $p" ;;
+		esac
+	done
+	[ -n "$required" ] || exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
 	echo "mq: missing $what: $need" >&2
 	echo "mq: run: sudo apt-get install -y $need" >&2

@@ -13,15 +13,120 @@ bats_load_library bats-assert || { echo "bats-assert missing: run make deps" >&2
 [ -x "$MQ_BIN/mq-send" ] || { echo "no mq-send in $MQ_BIN: run make" >&2; exit 1; }
 PATH="$MQ_BIN:$PATH"
 
+# The backend under test: SQLite, or PostgreSQL when MQ_TEST_BACKEND=pg
+# (t/suite.sh starts a cluster with t/pgcluster.sh and sets MQ_PG_*).  A
+# file about SQLite itself sets SQLITE_ONLY to the reason before its
+# tests, and a test about it calls sqlite_only REASON: on PostgreSQL they
+# are skipped, with the reason, and t/suite.sh counts the skips; PG_ONLY
+# likewise for a file about PostgreSQL.
+PG=
+if [ "${MQ_TEST_BACKEND-sqlite}" = pg ]; then
+	: "${MQ_PG_DIR:?MQ_TEST_BACKEND=pg needs the cluster of t/pgcluster.sh (run make test)}"
+	PG=1
+fi
+
 setup() {
-	export MQ_DB="$BATS_TEST_TMPDIR/mq.db"
 	unset MQ_SYNC MQ_BUSY_TIMEOUT NO_COLOR
 	cd "$BATS_TEST_TMPDIR" || return 1
+	if [ -z "$PG" ]; then
+		[ -z "${PG_ONLY-}" ] || skip "PostgreSQL only: $PG_ONLY"
+		export MQ_DB="$BATS_TEST_TMPDIR/mq.db"
+		return 0
+	fi
+	[ -z "${SQLITE_ONLY-}" ] || skip "SQLite only: $SQLITE_ONLY"
+	# a schema of its own, owned by role mq (t/pgcluster.sh)
+	PG_SCHEMA=t_${BATS_ROOT_PID:-$$}_$BATS_SUITE_TEST_NUMBER
+	fresh_schema || return 1
+	export MQ_DB="postgresql://mq@/mq?host=$MQ_PG_DIR&port=$MQ_PG_PORT&options=-csearch_path%3D$PG_SCHEMA"
 }
 
-# sql QUERY: run a query on the test database (sqlite3 CLI).
+# fresh_schema: (PostgreSQL) the test's schema, empty but for hex(),
+# which queries share with SQLite.
+fresh_schema() {
+	psql_admin -c "SET client_min_messages = warning;
+	    DROP SCHEMA IF EXISTS $PG_SCHEMA CASCADE;
+	    CREATE SCHEMA $PG_SCHEMA AUTHORIZATION mq;
+	    CREATE FUNCTION $PG_SCHEMA.hex(bytea) RETURNS text IMMUTABLE
+	    LANGUAGE sql AS 'SELECT upper(encode(\$1, ''hex''))'" >/dev/null
+}
+
+# drop_db: the test's database is gone: its files, or its tables.
+drop_db() {
+	if [ -n "$PG" ]; then
+		fresh_schema
+	else
+		rm -f "$MQ_DB" "$MQ_DB-wal" "$MQ_DB-shm" "$MQ_DB-mq"
+	fi
+}
+
+# db_state: every row of every table, to compare before and after.
+db_state() {
+	local t
+	for t in topic grp delivery dedup consumer history msg; do
+		echo "== $t"
+		sql "SELECT * FROM $t ORDER BY 1, 2"
+	done
+}
+
+# pg_crash: restart the cluster as after a crash (t/pgcluster.sh crash).
+# The new server must not inherit this shell's descriptors: bats would
+# wait for its output pipes to close until the server ended.
+pg_crash() {
+	(
+		for fd in /proc/"$BASHPID"/fd/*; do
+			fd=${fd##*/}
+			if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+		done
+		exec sh "$BATS_TEST_DIRNAME/pgcluster.sh" crash "$MQ_PG_DIR"
+	) </dev/null >/dev/null 2>&1
+}
+
+# sqlite_only REASON: skip this test on PostgreSQL.
+sqlite_only() {
+	[ -z "$PG" ] || skip "SQLite only: $1"
+}
+
+# psql_admin ARGS...: psql as the cluster's superuser, on database mq.
+psql_admin() {
+	psql -X -q -v ON_ERROR_STOP=1 -h "$MQ_PG_DIR" -p "$MQ_PG_PORT" \
+	    -U postgres -d mq "$@"
+}
+
+# sql QUERY: run a query on the test database (sqlite3 CLI, or psql as
+# role mq, printing rows as sqlite3 does: columns joined by |).
 sql() {
-	sqlite3 "$MQ_DB" "$@"
+	if [ -n "$PG" ]; then
+		psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$MQ_DB" -c "$1"
+	else
+		sqlite3 "$MQ_DB" "$@"
+	fi
+}
+
+# db_intact: SQLite's integrity check passes.  (A PostgreSQL server
+# keeps its own files sound; the tests check what mq stored instead.)
+db_intact() {
+	[ -n "$PG" ] || assert_equal "$(sql 'PRAGMA integrity_check')" ok
+}
+
+# txt COLUMN: an SQL expression for a blob column as text, in either
+# dialect.
+txt() {
+	if [ -n "$PG" ]; then
+		echo "convert_from($1, 'UTF8')"
+	else
+		echo "CAST($1 AS TEXT)"
+	fi
+}
+
+# no_db: the database was not created: no file, or no mq tables in the
+# test's schema.
+no_db() {
+	if [ -n "$PG" ]; then
+		[ "$(psql_admin -A -t -c "SELECT count(*) FROM pg_tables
+		    WHERE schemaname = '$PG_SCHEMA'")" = 0 ]
+	else
+		[ ! -e "$MQ_DB" ]
+	fi
 }
 
 # sql_is QUERY VALUE: the query prints VALUE (for wait_for: the query runs

@@ -27,25 +27,6 @@
 
 #define SCAN_MAX	4096	/* messages examined per claim */
 
-static int64_t
-my_pid(void)
-{
-	static int64_t pid;
-
-	if (!pid)
-		pid = getpid();
-	return pid;
-}
-
-/* Orders history rows of one millisecond; unique to this process. */
-int64_t
-sq_n(void)
-{
-	static int64_t count;
-
-	return my_pid() << 32 | ++count;
-}
-
 /*
  * A history row: an attempt that ended (with when and by whom it was
  * delivered: a->since 0 for none), or a redrive.
@@ -61,11 +42,11 @@ sq_history(struct sq *q, int64_t grp, int64_t off, int attempt,
 	sqlite3_bind_int64(s, 1, grp);
 	sqlite3_bind_int64(s, 2, off);
 	sqlite3_bind_int64(s, 3, mq_now());
-	sqlite3_bind_int64(s, 4, sq_n());
+	sqlite3_bind_int64(s, 4, mq_history_n());
 	sqlite3_bind_int(s, 5, attempt);
 	sqlite3_bind_text(s, 6, event, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 7, mq_hostname(), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 8, my_pid());
+	sqlite3_bind_int64(s, 8, mq_pid());
 	if (reason)
 		sqlite3_bind_text(s, 9, reason, -1, SQLITE_STATIC);
 	if (a && a->since) {
@@ -530,7 +511,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	k.pos = k.g.pos;
 	k.me.since = k.now;
 	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
-	k.me.pid = my_pid();
+	k.me.pid = mq_pid();
 	claim_due(&k);
 	if (k.n < k.max)
 		claim_new(&k);
@@ -831,7 +812,7 @@ sq_release(struct sq *q, int64_t consumer, int64_t now)
 
 	sqlite3_bind_int64(s, 1, consumer);
 	sqlite3_bind_int64(s, 2, now);
-	sqlite3_bind_int64(s, 3, sq_n());	/* one row per (grp, off) */
+	sqlite3_bind_int64(s, 3, mq_history_n());	/* one row per (grp, off) */
 	sq_step(q, s, "cannot release leases");
 	s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?2, "
 	    "consumer = NULL WHERE consumer = ?1 AND state = 1");

@@ -211,7 +211,7 @@ redrive_one(struct sq *q, int64_t grp, int64_t off, int dry)
 	sqlite3_bind_int64(s, 3, mq_now());
 	sqlite3_bind_text(s, 4, mq_hostname(), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, getpid());
-	sqlite3_bind_int64(s, 6, sq_n());	/* one row per (grp, off) */
+	sqlite3_bind_int64(s, 6, mq_history_n());	/* one row per (grp, off) */
 	sq_step(q, s, "cannot redrive");
 	s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?3, attempt = 0, "
 	    "expired = 0, reason = NULL, consumer = NULL "

@@ -316,18 +316,6 @@ mkparents(const char *path)
 	free(p);
 }
 
-static int64_t
-busy_timeout(void)
-{
-	const char *env = getenv("MQ_BUSY_TIMEOUT");
-	int64_t ms = 5000;
-
-	if (env && *env && mq_parse_duration(env, &ms) < 0)
-		mq_die(MQ_EX_USAGE, "invalid MQ_BUSY_TIMEOUT '%s': want a "
-		    "duration such as 5s", env);
-	return ms > INT_MAX ? INT_MAX : ms;
-}
-
 /*
  * SQLite's own busy handler sleeps longer and longer (up to 100ms a try),
  * so under contention a waiter can lose every race for seconds.  This one
@@ -690,7 +678,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 	q->base.be = be;
 	q->shmfd = -1;
 	/* settings first: a usage error touches nothing */
-	q->busy_ms = busy_timeout();
+	q->busy_ms = mq_busy_timeout();
 	sync = getenv("MQ_SYNC");
 	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
 		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",

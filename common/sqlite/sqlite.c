@@ -8,6 +8,7 @@
 
 static const struct mq_backend sqlite_backend = {
 	.name = "sqlite",
+	.idle_ms = 1000,
 	.close = sq_close,
 	.topic_get = sq_topic_get,
 	.topic_list = sq_topic_list,

@@ -1,0 +1,1228 @@
+/*
+ * deliver.c: appending, claiming and settling on PostgreSQL, and the
+ * consumers that hold leases.  The rules are policy.c's, as on SQLite.
+ *
+ * Invariants:
+ * - An append locks its topic row (FOR UPDATE) before it reads next_off,
+ *   and holds it to commit: appends to a topic commit one after the
+ *   other, so offsets are dense and a group's cursor never passes an
+ *   offset whose transaction has not committed (a sequence would hand out
+ *   numbers that commit out of order).  Its NOTIFY reaches waiters at
+ *   commit.
+ * - A claim locks its group row: new messages are handed out by one
+ *   claim at a time, pos moves by greatest().  Due deliveries are taken
+ *   with FOR UPDATE SKIP LOCKED: a row being settled or claimed elsewhere
+ *   is skipped, never waited for, never taken twice.
+ * - Settling names attempt and token in the statement that changes the
+ *   row (a batch per group and outcome: unnest of arrays).
+ * - A registered consumer holds a session-level advisory lock on its id:
+ *   the server releases it when the connection drops, whichever host the
+ *   consumer was on, so a reaper that can take it knows it is gone.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pg.h"
+
+#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
+/*
+ * A consumer's advisory lock: (this installation's lockspace, id), so
+ * installations sharing a database (by schema) never share a lock.
+ */
+#define LOCK_ARGS	"$1::int, mod($2::bigint, 2147483647)::int"
+
+/* K numbers of mq_history_n() in a row; the first. */
+static int64_t
+pg_n_take(int k)
+{
+	int64_t first = mq_history_n();
+
+	while (--k > 0)
+		mq_history_n();
+	return first;
+}
+
+int
+pg_history(struct pgq *q, int64_t grp, int64_t off, int attempt,
+    const char *event, const char *reason, int64_t since, const char *dhost,
+    int64_t dpid)
+{
+	PGresult *r;
+
+	TRY(r, pg_q(q, "cannot record history", "INSERT INTO history (grp, "
+	    "off, ts, n, attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", 12,
+	    pg_int(q, grp), pg_int(q, off), pg_int(q, pg_now()),
+	    pg_int(q, mq_history_n()), pg_int(q, attempt), event, mq_hostname(),
+	    pg_int(q, mq_pid()), reason, since ? pg_int(q, since) : NULL,
+	    since ? dhost : NULL, since ? pg_int(q, dpid) : NULL));
+	PQclear(r);
+	return 0;
+}
+
+/* appending */
+
+static int
+append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
+    size_t n, struct mq_sent *out)
+{
+	struct mq_topic t;
+	struct pg_arr ids = { 0 };
+	PGresult *r;
+	int64_t now, ts, due, off, bytes = 0, stored = 0, seen;
+	size_t i, k, j, rows;
+	char *sql = NULL, *end, num[24];
+	const char **v = NULL;
+	int *len = NULL, *fmt = NULL, nv, done;
+
+	if (pg_begin(q) || pg_topic_ensure(q, a->topic, &t, 1) < 0)
+		return PG_RETRY;
+	for (i = 0; i < n; i++)
+		if (rec[i].len > (size_t)t.max_size) {
+			pg_rollback(q);
+			a->bad = i;
+			a->max_size = t.max_size;
+			return MQ_E_TOOBIG;
+		}
+	now = pg_now();
+	ts = now > t.last_ts ? now : t.last_ts;	/* times never go back */
+	due = a->delay >= 0 ? now + a->delay : a->at >= 0 ? a->at : ts;
+	if (due < ts)
+		due = ts;
+	/* dedup ids seen inside the window keep their first offset */
+	for (i = 0; i < n; i++) {
+		out[i].off = 0;
+		out[i].dup = 0;
+		if (rec[i].dedup)
+			pg_arr_str(&ids, rec[i].dedup);
+	}
+	if (ids.n) {
+		r = pg_q(q, "cannot read dedup ids", "SELECT id, off FROM dedup "
+		    "WHERE topic = $1 AND id = ANY($2::text[]) AND ts > $3", 3,
+		    pg_int(q, t.id), pg_arr_end(&ids),
+		    pg_int(q, now - t.dedup_window));
+		pg_arr_free(&ids);
+		if (!r)
+			return PG_RETRY;
+		for (i = 0; i < n; i++)
+			for (k = 0; rec[i].dedup && k < (size_t)PQntuples(r);
+			    k++)
+				if (!strcmp(PQgetvalue(r, (int)k, 0),
+				    rec[i].dedup)) {
+					out[i].off = pg_get(r, (int)k, 1);
+					out[i].dup = 1;
+				}
+		PQclear(r);
+	}
+	off = t.next_off;
+	for (i = 0; i < n; i++) {
+		if (out[i].dup)
+			continue;
+		for (k = 0; k < i; k++)	/* the same id twice in one batch */
+			if (rec[i].dedup && rec[k].dedup && !out[k].dup &&
+			    !strcmp(rec[i].dedup, rec[k].dedup))
+				break;
+		if (k < i) {
+			out[i].off = out[k].off;
+			out[i].dup = 1;
+			continue;
+		}
+		out[i].off = off++;
+		stored++;
+		bytes += rec[i].len;
+		if (rec[i].dedup) {
+			TRY(r, pg_q(q, "cannot store dedup id", "INSERT INTO dedup "
+			    "(topic, id, off, ts) VALUES ($1, $2, $3, $4) ON "
+			    "CONFLICT (topic, id) DO UPDATE SET off = "
+			    "EXCLUDED.off, ts = EXCLUDED.ts", 4, pg_int(q, t.id),
+			    rec[i].dedup, pg_int(q, out[i].off),
+			    pg_int(q, now)));
+			PQclear(r);
+		}
+	}
+	/* the rows, up to 1000 a statement: ($1..$4 shared, then off, body) */
+	for (i = 0; i < n; i += rows) {
+		rows = n - i < 1000 ? n - i : 1000;
+		free(sql);
+		free(v);
+		free(len);
+		free(fmt);
+		sql = mq_alloc(80 + rows * 48);
+		v = mq_array(NULL, 4 + 2 * rows, sizeof *v);
+		len = mq_array(NULL, 4 + 2 * rows, sizeof *len);
+		fmt = mq_array(NULL, 4 + 2 * rows, sizeof *fmt);
+		v[0] = pg_int(q, t.id);
+		v[1] = pg_int(q, ts);
+		v[2] = pg_int(q, due);
+		v[3] = a->key;
+		for (k = 0; k < 4; k++)
+			len[k] = fmt[k] = 0;
+		end = stpcpy(sql, "INSERT INTO msg (topic, off, ts, due, key, "
+		    "body) VALUES ");
+		nv = 4;
+		done = 0;
+		for (j = i; j < i + rows; j++) {
+			if (out[j].dup)
+				continue;
+			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$%d)",
+			    done++ ? "," : "", nv + 1, nv + 2);	/* < 48 */
+			/* not pg_int(): its 16 buffers would wrap onto v[0..2] */
+			snprintf(num, sizeof num, "%lld", (long long)out[j].off);
+			v[nv] = mq_strdup(num);
+			len[nv] = fmt[nv] = 0;
+			nv++;
+			v[nv] = rec[j].len ? rec[j].body : "";
+			len[nv] = (int)rec[j].len;
+			fmt[nv] = 1;	/* binary: no escaping of bodies */
+			nv++;
+		}
+		if (done) {
+			r = pg_run(q, sql, nv, v, len, fmt,
+			    "cannot store message");
+			for (k = 4; k < (size_t)nv; k += 2)
+				free((char *)v[k]);
+			if (!r) {
+				free(sql);
+				free(v);
+				free(len);
+				free(fmt);
+				return PG_RETRY;
+			}
+			PQclear(r);
+		}
+	}
+	free(sql);
+	free(v);
+	free(len);
+	free(fmt);
+	if (stored) {
+		TRY(r, pg_q(q, "cannot update topic", "UPDATE topic SET "
+		    "next_off = next_off + $2, msgs = msgs + $2, "
+		    "bytes = bytes + $3, last_ts = greatest(last_ts, $4) "
+		    "WHERE id = $1", 4, pg_int(q, t.id), pg_int(q, stored),
+		    pg_int(q, bytes), pg_int(q, ts)));
+		PQclear(r);
+		pg_notify(q, t.id);
+	}
+	(void)seen;
+	return pg_commit(q);
+}
+
+static void
+put32(char **p, uint32_t v)
+{
+	unsigned char *b = (unsigned char *)*p;
+
+	b[0] = v >> 24;
+	b[1] = v >> 16;
+	b[2] = v >> 8;
+	b[3] = v;
+	*p += 4;
+}
+
+/* The bodies as a bytea[] in the binary array format; *len its size. */
+static char *
+bytea_array(const struct mq_rec *rec, size_t n, int *len)
+{
+	size_t i, size = 20;
+	char *buf, *p;
+
+	for (i = 0; i < n; i++)
+		size += 4 + rec[i].len;
+	if (size > INT_MAX)
+		return NULL;
+	p = buf = mq_alloc(size);
+	put32(&p, 1);		/* dimensions */
+	put32(&p, 0);		/* no NULLs */
+	put32(&p, 17);		/* of bytea */
+	put32(&p, (uint32_t)n);
+	put32(&p, 1);		/* lower bound */
+	for (i = 0; i < n; i++) {
+		put32(&p, (uint32_t)rec[i].len);
+		if (rec[i].len)
+			memcpy(p, rec[i].body, rec[i].len);
+		p += rec[i].len;
+	}
+	*len = (int)size;
+	return buf;
+}
+
+/*
+ * A batch without dedup ids to a topic that exists, in one statement,
+ * which commits as it ends: the topic's row is updated first, so it stays
+ * locked (offsets taken in commit order) until the commit.  0 when done;
+ * 1 when the slow way must do it (no such topic yet, or a body over its
+ * max-size, which it reports).
+ */
+static int
+append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
+    size_t n, struct mq_sent *out)
+{
+	const char *v[9];
+	int len[9] = { 0 }, fmt[9] = { 0 };
+	char *bodies, chan[64];
+	int64_t now = pg_now(), bytes = 0, big = 0, first;
+	PGresult *r;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (rec[i].dedup)
+			return 1;
+		bytes += rec[i].len;
+		if ((int64_t)rec[i].len > big)
+			big = rec[i].len;
+	}
+	if (!(bodies = bytea_array(rec, n, &len[1])))
+		return 1;
+	pg_channel(q, 0, chan, sizeof chan);
+	chan[strlen(chan) - 1] = '\0';		/* mq_<lockspace>_ */
+	v[0] = a->topic;
+	v[1] = bodies;
+	fmt[1] = 1;
+	v[2] = pg_int(q, (int64_t)n);
+	v[3] = pg_int(q, bytes);
+	v[4] = pg_int(q, now);
+	v[5] = pg_int(q, big);
+	v[6] = a->delay >= 0 ? pg_int(q, now + a->delay) :
+	    a->at >= 0 ? pg_int(q, a->at) : NULL;
+	v[7] = a->key;
+	v[8] = chan;
+	q->autocommit = 1;
+	r = pg_run(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
+	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
+	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
+	    "next_off - $3 AS first, last_ts AS ts), i AS (INSERT INTO msg "
+	    "(topic, off, ts, due, key, body) SELECT t.id, t.first + u.o - 1, "
+	    "t.ts, greatest(t.ts, $7::bigint), $8, u.b FROM t, "
+	    "unnest($2::bytea[]) WITH ORDINALITY AS u(b, o)) SELECT first, "
+	    "pg_notify($9 || id, '') FROM t", 9, v, len, fmt,
+	    "cannot store messages");
+	q->autocommit = 0;
+	free(bodies);
+	if (!r)
+		return PG_RETRY;
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		return 1;
+	}
+	first = pg_get(r, 0, 0);
+	PQclear(r);
+	for (i = 0; i < n; i++) {
+		out[i].off = first + (int64_t)i;
+		out[i].dup = 0;
+	}
+	return 0;
+}
+
+int
+pg_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
+    size_t n, struct mq_sent *out)
+{
+	int rc;
+
+	while ((rc = append_fast(PGQ(mq), a, r, n, out)) == PG_RETRY)
+		;
+	if (rc == 0)
+		return 0;
+	while ((rc = append(PGQ(mq), a, r, n, out)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* claiming */
+
+void
+pg_msg_row(PGresult *r, int i, int c, struct mq_msg *m)
+{
+	memset(m, 0, sizeof *m);
+	if (PQgetisnull(r, i, c))
+		return;		/* no such message (purged) */
+	m->off = pg_get(r, i, c);
+	m->ts = pg_get(r, i, c + 1);
+	m->due = pg_get(r, i, c + 2);
+	m->key = pg_str(r, i, c + 3);
+	m->body = pg_bytes(r, i, c + 4, &m->len);
+}
+
+struct claimer {
+	struct pgq		*q;
+	const struct mq_claim	*c;
+	struct mq_topic		 t;
+	struct mq_group		 g;
+	int64_t			 now, lease, pos;
+	int64_t			 delivered, settled, dead;
+	struct mq_msg		*out;
+	int			 n, max;
+	/* the deliveries to write, as arrays */
+	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
+	struct pg_arr		 h_off, h_due, h_key;		/* held back */
+	struct pg_arr		 a_off, a_att;			/* auto-acked */
+};
+
+static void
+free_arrays(struct claimer *k)
+{
+	pg_arr_free(&k->l_off);
+	pg_arr_free(&k->l_att);
+	pg_arr_free(&k->l_exp);
+	pg_arr_free(&k->l_tok);
+	pg_arr_free(&k->l_key);
+	pg_arr_free(&k->h_off);
+	pg_arr_free(&k->h_due);
+	pg_arr_free(&k->h_key);
+	pg_arr_free(&k->a_off);
+	pg_arr_free(&k->a_att);
+}
+
+/* Hands m out (attempt already counted), or drops a purged one. */
+static void
+deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
+    const char *key, int existed)
+{
+	uint32_t token = 0;
+
+	k->delivered++;
+	if (!m->body) {		/* purged under a delivery */
+		mq_msg_free(m);
+		return;
+	}
+	if (k->c->autoack) {
+		k->settled++;
+		pg_arr_int(&k->a_off, m->off);
+		pg_arr_int(&k->a_att, attempt);
+		if (existed) {
+			pg_arr_int(&k->l_off, -m->off);	/* marks "delete" */
+			pg_arr_int(&k->l_att, 0);
+			pg_arr_int(&k->l_exp, 0);
+			pg_arr_int(&k->l_tok, 0);
+			pg_arr_str(&k->l_key, NULL);
+		}
+	} else {
+		token = arc4random();
+		pg_arr_int(&k->l_off, m->off);
+		pg_arr_int(&k->l_att, attempt);
+		pg_arr_int(&k->l_exp, expired);
+		pg_arr_int(&k->l_tok, token);
+		pg_arr_str(&k->l_key, key);
+	}
+	k->out[k->n] = *m;
+	k->out[k->n].attempt = attempt;
+	k->out[k->n].token = token;
+	k->out[k->n].receipt[0] = '\0';
+	if (!k->c->autoack)
+		mq_format_receipt(k->out[k->n].receipt, MQ_RECEIPT_MAX,
+		    k->t.name, k->g.name, m->off, attempt, token);
+	k->n++;
+}
+
+/*
+ * Due deliveries, taken with SKIP LOCKED: waiting ones whose time came
+ * and leases that ran out (at max attempts: dead letters, no slot).
+ */
+static int
+claim_due(struct claimer *k)
+{
+	static const char plain[] =
+	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
+	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 "
+	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
+	static const char ordered[] =
+	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
+	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND (d.key IS "
+	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = $1 "
+	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
+	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
+	struct pgq *q = k->q;
+	struct mq_verdict v;
+	struct pg_arr d_off = { 0 }, d_exp = { 0 }, d_rsn = { 0 };
+	struct mq_msg m;
+	PGresult *r;
+	char host[256];
+	int i, n, attempt, expired;
+
+	TRY(r, pg_q(q, "cannot read deliveries", k->g.ordered ? ordered :
+	    plain, 4, pg_int(q, k->g.id), pg_int(q, k->now),
+	    pg_int(q, k->max - k->n), pg_int(q, k->t.id)));
+	n = PQntuples(r);
+	for (i = 0; i < n; i++) {
+		attempt = (int)pg_get(r, i, 2);
+		expired = (int)pg_get(r, i, 3);
+		pg_msg_row(r, i, 8, &m);
+		if (pg_get(r, i, 1) == MQ_LEASED) {
+			expired++;
+			pg_copy(r, i, 6, host, sizeof host);
+			if (pg_history(q, k->g.id, pg_get(r, i, 0), attempt,
+			    "expired", "lease ran out", pg_get(r, i, 5), host,
+			    pg_get(r, i, 7)) < 0) {
+				PQclear(r);
+				return PG_RETRY;
+			}
+			if (mq_rule_expired(&k->g, attempt, expired, &v)) {
+				pg_arr_int(&d_off, pg_get(r, i, 0));
+				pg_arr_int(&d_exp, expired);
+				pg_arr_str(&d_rsn, v.reason);
+				if (pg_history(q, k->g.id, pg_get(r, i, 0),
+				    attempt, "dead", v.reason, 0, NULL, 0) < 0) {
+					PQclear(r);
+					return PG_RETRY;
+				}
+				k->dead++;
+				mq_msg_free(&m);
+				continue;
+			}
+		}
+		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
+		    NULL : PQgetvalue(r, i, 4), 1);
+	}
+	PQclear(r);
+	if (d_off.n) {
+		r = pg_q(q, "cannot store delivery", "UPDATE delivery d SET "
+		    "state = 2, consumer = NULL, expired = v.e, reason = v.r "
+		    "FROM unnest($2::bigint[], $3::int[], $4::text[]) AS "
+		    "v(off, e, r) WHERE d.grp = $1 AND d.off = v.off", 4,
+		    pg_int(q, k->g.id), pg_arr_end(&d_off), pg_arr_end(&d_exp),
+		    pg_arr_end(&d_rsn));
+		pg_arr_free(&d_off);
+		pg_arr_free(&d_exp);
+		pg_arr_free(&d_rsn);
+		if (!r)
+			return PG_RETRY;
+		PQclear(r);
+	}
+	return n;
+}
+
+/* New messages from pos on: delivered, or held back (delayed, key busy). */
+static int
+claim_new(struct claimer *k)
+{
+	struct pgq *q = k->q;
+	struct mq_msg m;
+	PGresult *r, *busy = NULL;
+	char **keys = NULL;
+	int i, j, n, nkeys = 0, held;
+
+	/* below next_off, as committed when this statement began: every
+	   offset under it is committed, the group's row being ours */
+	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts, due, key, body "
+	    "FROM msg WHERE topic = $1 AND off >= $2 AND off < (SELECT "
+	    "next_off FROM topic WHERE id = $1) ORDER BY off LIMIT $3", 3,
+	    pg_int(q, k->t.id), pg_int(q, k->pos),
+	    pg_int(q, k->max - k->n)));
+	n = PQntuples(r);
+	if (k->g.ordered && n) {
+		if (!(busy = pg_q(q, "cannot read deliveries", "SELECT DISTINCT "
+		    "key FROM delivery WHERE grp = $1 AND key IS NOT NULL AND "
+		    "state < 2", 1, pg_int(q, k->g.id)))) {
+			PQclear(r);
+			return PG_RETRY;
+		}
+		for (i = 0; i < PQntuples(busy); i++) {
+			keys = mq_array(keys, nkeys + 1, sizeof *keys);
+			keys[nkeys++] = pg_str(busy, i, 0);
+		}
+		PQclear(busy);
+	}
+	for (i = 0; i < n; i++) {
+		pg_msg_row(r, i, 0, &m);
+		k->pos = m.off + 1;
+		held = m.due > k->now;
+		if (k->g.ordered && m.key) {
+			for (j = 0; j < nkeys && strcmp(keys[j], m.key); j++)
+				;
+			held |= j < nkeys;
+			if (j == nkeys) {	/* busy from now on */
+				keys = mq_array(keys, nkeys + 1, sizeof *keys);
+				keys[nkeys++] = mq_strdup(m.key);
+			}
+		}
+		if (held) {
+			pg_arr_int(&k->h_off, m.off);
+			pg_arr_int(&k->h_due, m.due > k->now ? m.due : k->now);
+			pg_arr_str(&k->h_key, m.key);
+			mq_msg_free(&m);
+			continue;
+		}
+		deliver(k, &m, 1, 0, m.key, 0);
+	}
+	PQclear(r);
+	for (i = 0; i < nkeys; i++)
+		free(keys[i]);
+	free(keys);
+	return n;
+}
+
+/* Writes what the claim decided: one statement per kind of row. */
+static int
+write_claim(struct claimer *k)
+{
+	struct pgq *q = k->q;
+	PGresult *r;
+
+	if (k->l_off.n) {
+		/* leases (new rows or due ones), and due rows auto-acked */
+		/* and the group's row, in the same statement */
+		TRY(r, pg_q(q, "cannot store delivery", "WITH g AS (UPDATE grp "
+		    "SET pos = greatest(pos, $12), delivered = delivered + $13, "
+		    "settled = settled + $14, deadlettered = deadlettered + $15 "
+		    "WHERE id = $1), v AS (SELECT * "
+		    "FROM unnest($2::bigint[], $3::int[], $4::int[], "
+		    "$5::bigint[], $6::text[]) AS v(off, a, e, t, key)), "
+		    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 "
+		    "AND v.off < 0 AND d.off = -v.off) "
+		    "INSERT INTO delivery (grp, off, state, due, attempt, "
+		    "expired, token, consumer, key, since, host, pid) SELECT $1, "
+		    "v.off, 1, $7, v.a, v.e, v.t, $8, v.key, $9, $10, $11 FROM v "
+		    "WHERE v.off > 0 ON CONFLICT (grp, off) DO UPDATE SET "
+		    "state = 1, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
+		    "expired = EXCLUDED.expired, token = EXCLUDED.token, "
+		    "consumer = EXCLUDED.consumer, since = EXCLUDED.since, "
+		    "host = EXCLUDED.host, pid = EXCLUDED.pid", 15,
+		    pg_int(q, k->g.id), pg_arr_end(&k->l_off),
+		    pg_arr_end(&k->l_att), pg_arr_end(&k->l_exp),
+		    pg_arr_end(&k->l_tok), pg_arr_end(&k->l_key),
+		    pg_int(q, k->now + k->lease),
+		    k->c->consumer ? pg_int(q, k->c->consumer) : NULL,
+		    pg_int(q, k->now), mq_hostname(), pg_int(q, mq_pid()),
+		    pg_int(q, k->pos), pg_int(q, k->delivered),
+		    pg_int(q, k->settled), pg_int(q, k->dead)));
+		PQclear(r);
+	}
+	if (k->h_off.n) {
+		TRY(r, pg_q(q, "cannot store delivery", "INSERT INTO delivery "
+		    "(grp, off, state, due, attempt, key) SELECT $1, v.off, 0, "
+		    "v.due, 0, v.key FROM unnest($2::bigint[], $3::bigint[], "
+		    "$4::text[]) AS v(off, due, key) ON CONFLICT (grp, off) DO "
+		    "NOTHING", 4, pg_int(q, k->g.id), pg_arr_end(&k->h_off),
+		    pg_arr_end(&k->h_due), pg_arr_end(&k->h_key)));
+		PQclear(r);
+	}
+	if (k->a_off.n) {
+		TRY(r, pg_q(q, "cannot record history", "INSERT INTO history "
+		    "(grp, off, ts, n, attempt, event, host, pid, reason, since, "
+		    "dhost, dpid) SELECT $1, v.off, $4, $5, v.a, 'acked', $6, $7, "
+		    "'auto-ack', $4, $6, $7 FROM unnest($2::bigint[], $3::int[]) "
+		    "AS v(off, a)", 7, pg_int(q, k->g.id), pg_arr_end(&k->a_off),
+		    pg_arr_end(&k->a_att), pg_int(q, k->now), pg_int(q, mq_history_n()),
+		    mq_hostname(), pg_int(q, mq_pid())));
+		PQclear(r);
+	}
+	if (k->l_off.n)
+		return 0;	/* the group's row went with the leases */
+	TRY(r, pg_q(q, "cannot update group", "UPDATE grp SET pos = "
+	    "greatest(pos, $2), delivered = delivered + $3, "
+	    "settled = settled + $4, deadlettered = deadlettered + $5 "
+	    "WHERE id = $1", 5, pg_int(q, k->g.id), pg_int(q, k->pos),
+	    pg_int(q, k->delivered), pg_int(q, k->settled),
+	    pg_int(q, k->dead)));
+	PQclear(r);
+	return 0;
+}
+
+static int64_t
+next_due(struct pgq *q, int64_t grp, int64_t now)
+{
+	PGresult *r = pg_q(q, "cannot read deliveries", "SELECT min(due) FROM "
+	    "delivery WHERE grp = $1 AND state < 2 AND due > $2", 2,
+	    pg_int(q, grp), pg_int(q, now));
+	int64_t v;
+
+	if (!r)
+		return PG_RETRY;
+	v = pg_null(r, 0, 0) ? INT64_MAX : pg_get(r, 0, 0);
+	PQclear(r);
+	return v;
+}
+
+static int
+claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
+    int64_t *next)
+{
+	struct claimer k;
+	PGresult *r;
+	int rc, i;
+
+	memset(&k, 0, sizeof k);
+	k.q = q;
+	k.c = c;
+	k.out = out;
+	k.max = max;
+	/* nothing to claim: one read, without any lock */
+	if (!c->woken) {
+		k.now = pg_now();
+		r = pg_q(q, "cannot read deliveries", "SELECT EXISTS (SELECT 1 "
+		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3) "
+		    "OR g.pos < t.next_off, (SELECT min(due) FROM delivery "
+		    "WHERE grp = g.id AND state < 2 AND due > $3) FROM topic t "
+		    "JOIN grp g ON g.topic = t.id AND g.name = $2 WHERE "
+		    "t.name = $1", 3, c->topic, c->group, pg_int(q, k.now));
+		if (r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t")) {
+			if (next)
+				*next = pg_null(r, 0, 1) ? INT64_MAX :
+				    pg_get(r, 0, 1);
+			PQclear(r);
+			return 0;
+		}
+		if (r)
+			PQclear(r);
+	}
+	/* the group, ours until commit: one round trip when it exists (the
+	   topic's next_off is read after, by claim_new) */
+	if (pg_begin(q) || (rc = pg_group_locked(q, c->topic, c->group,
+	    &k.g)) < 0)
+		return PG_RETRY;
+	if (rc) {
+		k.t.id = k.g.topic;
+		snprintf(k.t.name, sizeof k.t.name, "%s", c->topic);
+	} else if (pg_topic_ensure(q, c->topic, &k.t, 0) < 0 ||
+	    pg_group_ensure(q, &k.t, c->group, c->latest, &k.g, 1) < 0)
+		return PG_RETRY;
+	k.now = pg_now();
+	k.lease = c->lease ? c->lease : k.g.lease;
+	k.pos = k.g.pos;
+	do {
+		if ((rc = claim_due(&k)) < 0)
+			goto retry;
+	} while (rc > 0 && k.n < k.max && k.dead);
+	if (k.n < k.max && (rc = claim_new(&k)) < 0)
+		goto retry;
+	if ((rc = write_claim(&k)) < 0)
+		goto retry;
+	if (next)
+		*next = k.n ? k.now : next_due(q, k.g.id, k.now);
+	free_arrays(&k);
+	if (pg_commit(q)) {
+		for (i = 0; i < k.n; i++)
+			mq_msg_free(&out[i]);
+		return PG_RETRY;
+	}
+	return k.n;
+retry:
+	free_arrays(&k);
+	for (i = 0; i < k.n; i++)
+		mq_msg_free(&out[i]);
+	return PG_RETRY;
+}
+
+int
+pg_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
+    int64_t *next)
+{
+	int rc;
+
+	while ((rc = claim(PGQ(mq), c, out, max, next)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* settling */
+
+struct gcache {
+	char		topic[MQ_NAME_MAX + 1];
+	struct mq_topic	t;
+	struct mq_group	g;
+	int		found;
+	int64_t		settled, failed, dead;
+	/* its acks, settled in one statement: receipts, and their index */
+	struct pg_arr	a_off, a_att, a_tok;
+	size_t		*a_at;
+	int		na;
+};
+
+static int
+group_of(struct pgq *q, struct gcache **gc, int *ngc,
+    const struct mq_receipt *r, struct gcache **out)
+{
+	struct gcache *c;
+	int i, rc;
+
+	for (i = 0; i < *ngc; i++)
+		if (!strcmp((*gc)[i].topic, r->topic) &&
+		    !strcmp((*gc)[i].g.name, r->group)) {
+			*out = &(*gc)[i];
+			return 0;
+		}
+	*gc = mq_array(*gc, *ngc + 1, sizeof **gc);
+	c = &(*gc)[(*ngc)++];
+	memset(c, 0, sizeof *c);
+	snprintf(c->topic, sizeof c->topic, "%s", r->topic);
+	snprintf(c->g.name, sizeof c->g.name, "%s", r->group);
+	if ((rc = pg_need(q, r->topic, r->group, &c->t, &c->g, 0)) == PG_RETRY)
+		return PG_RETRY;
+	c->found = rc == 0;
+	*out = c;
+	return 0;
+}
+
+#define LIVE "d.grp = $1 AND d.off = $2 AND d.state = 1 AND " \
+	"d.attempt = $3 AND d.token = $4"
+
+/* One receipt; its outcome, -1 when it matched no live delivery. */
+static int
+settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
+{
+	const struct mq_receipt *rc = &st->r;
+	struct mq_verdict v;
+	PGresult *r;
+	const char *g = pg_int(q, c->g.id), *off = pg_int(q, rc->off),
+	    *att = pg_int(q, rc->attempt), *tok = pg_int(q, rc->token);
+	char host[256];
+	int64_t since, pid;
+
+#define MATCHED(r) (PQntuples(r) > 0 ? (since = pg_get(r, 0, 0), \
+	pg_copy(r, 0, 1, host, sizeof host), pid = pg_get(r, 0, 2), 1) : 0)
+
+	switch (st->how) {
+	case MQ_ACK:
+		TRY(r, pg_q(q, "cannot settle delivery", "DELETE FROM delivery d "
+		    "WHERE " LIVE " RETURNING since, host, pid", 4, g, off, att,
+		    tok));
+		if (!MATCHED(r)) {
+			PQclear(r);
+			return -1;
+		}
+		PQclear(r);
+		c->settled++;
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "acked", NULL,
+		    since, host, pid) < 0)
+			return PG_RETRY;
+		if (c->g.ordered)
+			pg_notify(q, c->t.id);	/* its key is free */
+		return MQ_SETTLED;
+	case MQ_FAIL:
+		mq_rule_fail(&c->g, rc->attempt, now, st->delay, st->reason, &v);
+		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		    "state = $5, due = $6, consumer = NULL, reason = $7 WHERE "
+		    LIVE " RETURNING since, host, pid", 7, g, off, att, tok,
+		    pg_int(q, v.state), pg_int(q, v.due),
+		    v.reason[0] ? v.reason : NULL));
+		if (!MATCHED(r)) {
+			PQclear(r);
+			return -1;
+		}
+		PQclear(r);
+		c->failed++;
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "failed",
+		    st->reason, since, host, pid) < 0)
+			return PG_RETRY;
+		pg_notify(q, c->t.id);
+		if (v.state != MQ_DEAD)
+			return MQ_SETTLED;
+		c->dead++;
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "dead",
+		    v.reason, 0, NULL, 0) < 0)
+			return PG_RETRY;
+		return MQ_WENT_DEAD;
+	case MQ_DEAD_LETTER:
+		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		    "state = 2, consumer = NULL, reason = $5 WHERE " LIVE
+		    " RETURNING since, host, pid", 5, g, off, att, tok,
+		    st->reason ? st->reason : "dead-lettered"));
+		if (!MATCHED(r)) {
+			PQclear(r);
+			return -1;
+		}
+		PQclear(r);
+		c->dead++;
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "dead",
+		    st->reason ? st->reason : "dead-lettered", since, host,
+		    pid) < 0)
+			return PG_RETRY;
+		pg_notify(q, c->t.id);
+		return MQ_SETTLED;
+	case MQ_EXTEND:
+		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		    "due = $5 WHERE " LIVE " RETURNING since, host, pid", 5, g,
+		    off, att, tok, pg_int(q, now + st->extend)));
+		since = PQntuples(r);
+		PQclear(r);
+		return since ? MQ_SETTLED : -1;
+	case MQ_GIVEBACK:
+		TRY(r, pg_q(q, "cannot give back delivery", "INSERT INTO "
+		    "delivery (grp, off, state, due, attempt, key) SELECT $1, "
+		    "$2, 0, $3, $4, key FROM msg WHERE topic = $5 AND off = $2 "
+		    "AND off < (SELECT pos FROM grp WHERE id = $1 FOR SHARE) "
+		    "ON CONFLICT (grp, off) DO NOTHING", 5, g, off,
+		    pg_int(q, now), att, pg_int(q, c->t.id)));
+		since = atoi(PQcmdTuples(r));
+		PQclear(r);
+		if (since != 1)
+			return -1;
+		c->settled--;
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "released",
+		    st->reason, 0, NULL, 0) < 0)
+			return PG_RETRY;
+		pg_notify(q, c->t.id);
+		return MQ_SETTLED;
+	default:	/* MQ_RELEASE */
+		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		    "state = 0, due = $5, consumer = NULL WHERE " LIVE
+		    " RETURNING since, host, pid", 5, g, off, att, tok,
+		    pg_int(q, now)));
+		if (!MATCHED(r)) {
+			PQclear(r);
+			return -1;
+		}
+		PQclear(r);
+		if (pg_history(q, c->g.id, rc->off, rc->attempt, "released",
+		    st->reason, since, host, pid) < 0)
+			return PG_RETRY;
+		pg_notify(q, c->t.id);
+		return MQ_SETTLED;
+	}
+#undef MATCHED
+}
+
+/* A stale receipt was handed out once; an unknown one never. */
+static int
+unmatched(struct gcache *c, const struct mq_receipt *r)
+{
+	return c->found && r->off < c->t.next_off ? MQ_STALE : MQ_UNKNOWN;
+}
+
+/*
+ * A group's acks in one statement: the live deliveries they match go,
+ * with a history row each.  A receipt given twice settles once.
+ */
+static int
+settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
+{
+	PGresult *r;
+	int64_t n0 = pg_n_take(c->na), off;
+	int i, k, got = 0;
+
+	TRY(r, pg_q(q, "cannot settle delivery", "WITH v AS (SELECT * FROM "
+	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
+	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
+	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
+	    "d.token = v.t RETURNING d.off, d.attempt, d.since, d.host, "
+	    "d.pid), h AS (INSERT INTO history (grp, off, ts, n, attempt, "
+	    "event, host, pid, since, dhost, dpid) SELECT $1, off, $5, "
+	    "$6::bigint + row_number() OVER (ORDER BY off), attempt, "
+	    "'acked', $7, $8, since, host, pid FROM gone), u AS (UPDATE grp "
+	    "SET settled = settled + (SELECT count(*) FROM gone) WHERE "
+	    "id = $1) SELECT off FROM gone",
+	    8, pg_int(q, c->g.id), pg_arr_end(&c->a_off),
+	    pg_arr_end(&c->a_att), pg_arr_end(&c->a_tok), pg_int(q, pg_now()),
+	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid())));
+	for (i = 0; i < c->na; i++)
+		st[c->a_at[i]].result = -1;
+	for (k = 0; k < PQntuples(r); k++) {
+		off = pg_get(r, k, 0);
+		for (i = 0; i < c->na; i++)
+			if (st[c->a_at[i]].r.off == off &&
+			    st[c->a_at[i]].result == -1) {
+				st[c->a_at[i]].result = MQ_SETTLED;
+				got++;
+				break;
+			}
+	}
+	PQclear(r);
+	for (i = 0; i < c->na; i++)
+		if (st[c->a_at[i]].result == -1)
+			st[c->a_at[i]].result = unmatched(c, &st[c->a_at[i]].r);
+	/* the group's settled count went with them */
+	if (got && c->g.ordered)
+		pg_notify(q, c->t.id);	/* their keys are free */
+	return 0;
+}
+
+static void
+free_groups(struct gcache *gc, int ngc)
+{
+	int i;
+
+	for (i = 0; i < ngc; i++) {
+		pg_arr_free(&gc[i].a_off);
+		pg_arr_free(&gc[i].a_att);
+		pg_arr_free(&gc[i].a_tok);
+		free(gc[i].a_at);
+	}
+	free(gc);
+}
+
+static int
+settle(struct pgq *q, struct mq_settle *st, size_t n)
+{
+	struct gcache *gc = NULL, *c;
+	int64_t now = pg_now();
+	PGresult *r;
+	size_t i;
+	int ngc = 0, rc;
+
+	if (pg_begin(q))
+		return PG_RETRY;
+	for (i = 0; i < n; i++) {
+		if (group_of(q, &gc, &ngc, &st[i].r, &c) < 0)
+			goto retry;
+		if (c->found && st[i].how == MQ_ACK) {	/* below, together */
+			pg_arr_int(&c->a_off, st[i].r.off);
+			pg_arr_int(&c->a_att, st[i].r.attempt);
+			pg_arr_int(&c->a_tok, st[i].r.token);
+			c->a_at = mq_array(c->a_at, c->na + 1, sizeof *c->a_at);
+			c->a_at[c->na++] = i;
+			continue;
+		}
+		rc = c->found ? settle_one(q, c, &st[i], now) : -1;
+		if (rc == PG_RETRY)
+			goto retry;
+		st[i].result = rc < 0 ? unmatched(c, &st[i].r) : rc;
+	}
+	for (i = 0; i < (size_t)ngc; i++)
+		if (gc[i].na && settle_acks(q, &gc[i], st) < 0)
+			goto retry;
+	for (i = 0; i < (size_t)ngc; i++) {
+		c = &gc[i];
+		if (!c->settled && !c->failed && !c->dead)
+			continue;
+		if (!(r = pg_q(q, "cannot update group", "UPDATE grp SET "
+		    "settled = settled + $2, failed = failed + $3, "
+		    "deadlettered = deadlettered + $4 WHERE id = $1", 4,
+		    pg_int(q, c->g.id), pg_int(q, c->settled),
+		    pg_int(q, c->failed), pg_int(q, c->dead))))
+			goto retry;
+		PQclear(r);
+	}
+	free_groups(gc, ngc);
+	return pg_commit(q);
+retry:
+	free_groups(gc, ngc);
+	return PG_RETRY;
+}
+
+void
+pg_settle(struct mq *mq, struct mq_settle *st, size_t n)
+{
+	while (settle(PGQ(mq), st, n) == PG_RETRY)
+		;
+}
+
+/* consumers */
+
+static PGresult *
+lock(struct pgq *q, const char *fn, int64_t id)
+{
+	char sql[96];
+
+	snprintf(sql, sizeof sql, "SELECT %s(" LOCK_ARGS ")", fn);
+	return pg_q(q, "cannot lock consumer", sql, 2, pg_int(q, q->lockspace),
+	    pg_int(q, id));
+}
+
+static void
+unlock(struct pgq *q, int64_t id)
+{
+	PGresult *r = lock(q, "pg_advisory_unlock", id);
+
+	if (r)
+		PQclear(r);
+	if (id == q->lockkey)
+		q->lockkey = 0;
+}
+
+/*
+ * After a reconnect: this consumer's lock again, if it is still
+ * registered (0 if another consumer gave it up meanwhile).
+ */
+int
+pg_relock(struct pgq *q)
+{
+	PGresult *r;
+	int64_t id = q->lockkey;
+	int alive;
+
+	r = lock(q, "pg_advisory_lock", id);
+	if (r)
+		PQclear(r);
+	r = pg_q(q, "cannot read consumers", "SELECT 1 FROM consumer WHERE "
+	    "id = $1", 1, pg_int(q, id));
+	alive = r && PQntuples(r) > 0;
+	if (r)
+		PQclear(r);
+	if (!alive)
+		unlock(q, id);
+	return alive;
+}
+
+static int
+join(struct pgq *q, const char *topic, const char *group, int latest,
+    const struct mq_consumer *me, int64_t *lease, int64_t *id)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	PGresult *r;
+
+	if (pg_begin(q) || pg_topic_ensure(q, topic, &t, 0) < 0 ||
+	    pg_group_ensure(q, &t, group, latest, &g, 0) < 0)
+		return PG_RETRY;
+	if (lease)
+		*lease = g.lease;
+	TRY(r, pg_q(q, "cannot register consumer", "INSERT INTO consumer (grp, "
+	    "host, boot, pid, start, since, seen, pgid, pgstart) VALUES ($1, "
+	    "$2, $3, $4, $5, $6, $7, $8, $9) RETURNING id", 9, pg_int(q, g.id),
+	    me->host, me->boot, pg_int(q, me->pid), pg_int(q, me->start),
+	    pg_int(q, me->since), pg_int(q, me->seen),
+	    me->pgid ? pg_int(q, me->pgid) : NULL,
+	    me->pgid ? pg_int(q, me->pgstart) : NULL));
+	*id = pg_get(r, 0, 0);
+	PQclear(r);
+	/* session-level: it outlives the transaction, not the connection */
+	if (!(r = lock(q, "pg_advisory_lock", *id)))
+		return PG_RETRY;
+	PQclear(r);
+	q->lockkey = *id;
+	if (pg_commit(q)) {
+		unlock(q, *id);
+		return PG_RETRY;
+	}
+	return 0;
+}
+
+/*
+ * Registers this process, and takes its advisory lock on this connection
+ * (held until the connection ends, however it ends).
+ */
+int64_t
+pg_join(struct mq *mq, const char *topic, const char *group, int latest,
+    const struct mq_consumer *me, int64_t *lease)
+{
+	struct pgq *q = PGQ(mq);
+	int64_t id;
+
+	while (join(q, topic, group, latest, me, lease, &id) == PG_RETRY)
+		;
+	return id;
+}
+
+static int
+beat(struct pgq *q, int64_t id, int64_t lease_until)
+{
+	PGresult *r;
+
+	if (pg_begin(q))
+		return PG_RETRY;
+	TRY(r, pg_q(q, "cannot update consumer", "UPDATE consumer SET seen = $2 "
+	    "WHERE id = $1", 2, pg_int(q, id), pg_int(q, pg_now())));
+	PQclear(r);
+	if (lease_until) {
+		TRY(r, pg_q(q, "cannot extend leases", "UPDATE delivery SET due = "
+		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2", 2,
+		    pg_int(q, id), pg_int(q, lease_until)));
+		PQclear(r);
+	}
+	return pg_commit(q);
+}
+
+void
+pg_beat(struct mq *mq, int64_t id, int64_t lease_until)
+{
+	while (beat(PGQ(mq), id, lease_until) == PG_RETRY)
+		;
+}
+
+/*
+ * The leases of a consumer go back to waiting, due now; the consumer row
+ * goes.  Returns the topic they belong to (0: none), PG_RETRY.
+ */
+int64_t
+pg_release(struct pgq *q, int64_t consumer, int64_t now)
+{
+	PGresult *r;
+	int64_t topic;
+
+	TRY(r, pg_q(q, "cannot release leases", "INSERT INTO history (grp, off, "
+	    "ts, n, attempt, event, host, pid, reason, since, dhost, dpid) "
+	    "SELECT d.grp, d.off, $2, $3, d.attempt, 'released', c.host, "
+	    "c.pid, 'consumer gone', d.since, d.host, d.pid FROM delivery d "
+	    "JOIN consumer c ON c.id = d.consumer WHERE d.consumer = $1 AND "
+	    "d.state = 1", 3, pg_int(q, consumer), pg_int(q, now),
+	    pg_int(q, mq_history_n())));
+	PQclear(r);
+	TRY(r, pg_q(q, "cannot release leases", "UPDATE delivery SET state = 0, "
+	    "due = $2, consumer = NULL WHERE consumer = $1 AND state = 1", 2,
+	    pg_int(q, consumer), pg_int(q, now)));
+	PQclear(r);
+	TRY(r, pg_q(q, "cannot remove consumer", "DELETE FROM consumer c USING "
+	    "grp g WHERE c.id = $1 AND g.id = c.grp RETURNING g.topic", 1,
+	    pg_int(q, consumer)));
+	topic = PQntuples(r) ? pg_get(r, 0, 0) : 0;
+	PQclear(r);
+	return topic;
+}
+
+static int
+leave(struct pgq *q, int64_t id)
+{
+	int64_t topic;
+
+	if (pg_begin(q) || (topic = pg_release(q, id, pg_now())) < 0)
+		return PG_RETRY;
+	if (topic)
+		pg_notify(q, topic);
+	return pg_commit(q);
+}
+
+void
+pg_leave(struct mq *mq, int64_t id)
+{
+	struct pgq *q = PGQ(mq);
+
+	while (leave(q, id) == PG_RETRY)
+		;
+	unlock(q, id);
+}
+
+/*
+ * A consumer of the group is gone when its advisory lock can be taken:
+ * its connection ended, whichever host it ran on.  On this host its
+ * handlers' leftovers are killed first (gone(), host.c).
+ */
+static int
+reap(struct pgq *q, const char *topic, const char *group, const char *host,
+    int (*gone)(const struct mq_consumer *, const char *), const char *boot,
+    int *reaped)
+{
+	struct mq_consumer *c;
+	int64_t t;
+	int i, j, n;
+
+	if ((n = pg_dead_consumers_of(q, topic, group, &c)) < 0)
+		return PG_RETRY;
+	for (i = 0; i < n; i++) {
+		/* its session is over; on this host, its handlers too */
+		if (!strcmp(c[i].host, host) && !gone(&c[i], boot) &&
+		    c[i].pid != getpid()) {
+			unlock(q, c[i].id);
+			continue;
+		}
+		if (pg_begin(q) || (t = pg_release(q, c[i].id, pg_now())) < 0)
+			break;
+		if (t)
+			pg_notify(q, t);
+		if (pg_commit(q))
+			break;
+		unlock(q, c[i].id);
+		(*reaped)++;
+	}
+	for (j = i; j < n; j++)		/* to try again: none kept */
+		unlock(q, c[j].id);
+	free(c);
+	return i < n ? PG_RETRY : 0;
+}
+
+int
+pg_reap(struct mq *mq, const char *topic, const char *group, const char *host,
+    int (*gone)(const struct mq_consumer *, const char *), const char *boot)
+{
+	int n = 0;
+
+	while (reap(PGQ(mq), topic, group, host, gone, boot, &n) == PG_RETRY)
+		;
+	return n;
+}

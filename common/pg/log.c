@@ -1,0 +1,675 @@
+/*
+ * log.c: the log as a log on PostgreSQL: reading a range, finding an
+ * offset by time, moving a group's position, redriving dead letters,
+ * tracing a message, purging, vacuuming.  The same rules as
+ * ../sqlite/log.c, which explains them; what differs is locking.
+ *
+ * Invariants:
+ * - Message times never decrease along offsets, so a time maps to an
+ *   offset by binary search, without an index on time.
+ * - A purge deletes in short chunks, each its own transaction.  Each
+ *   chunk locks the topic's group rows before it reads their positions,
+ *   so a group rewound meanwhile (which updates its row) is either seen
+ *   or waits, and a give-back (which reads its group's position FOR
+ *   SHARE) cannot slip a delivery under a message being deleted.
+ * - Reads that take several statements run in one REPEATABLE READ
+ *   snapshot.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pg.h"
+
+#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
+#define CHUNK	2000	/* offsets a purge transaction covers */
+
+static int64_t
+one(struct pgq *q, PGresult *r)
+{
+	int64_t v;
+
+	(void)q;
+	if (!r)
+		return PG_RETRY;
+	v = PQntuples(r) ? pg_get(r, 0, 0) : 0;
+	PQclear(r);
+	return v;
+}
+
+static int
+read_range(struct pgq *q, const struct mq_read *rd, struct mq_msg *out,
+    int max)
+{
+	struct mq_topic t;
+	PGresult *r;
+	int i, n, rc;
+
+	if (pg_begin_read(q))
+		return PG_RETRY;
+	if ((rc = pg_topic_row(q, rd->topic, &t, 0)) <= 0) {
+		pg_rollback(q);
+		return rc < 0 ? rc : MQ_E_NOTOPIC;
+	}
+	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts, due, key, "
+	    "body FROM msg WHERE topic = $1 AND off >= $2 AND off <= $3 AND "
+	    "($4::text IS NULL OR key = $4) ORDER BY off LIMIT $5", 5,
+	    pg_int(q, t.id), pg_int(q, rd->from), pg_int(q, rd->to), rd->key,
+	    pg_int(q, max)));
+	n = PQntuples(r);
+	for (i = 0; i < n; i++)
+		pg_msg_row(r, i, 0, &out[i]);
+	PQclear(r);
+	pg_rollback(q);
+	return n;
+}
+
+int
+pg_read(struct mq *mq, const struct mq_read *rd, struct mq_msg *out, int max)
+{
+	int rc;
+
+	while ((rc = read_range(PGQ(mq), rd, out, max)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* The first stored offset >= off and its time; 0 if none, PG_RETRY. */
+static int64_t
+next_stored(struct pgq *q, int64_t topic, int64_t off, int64_t *ts)
+{
+	PGresult *r;
+	int64_t found = 0;
+
+	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts FROM msg "
+	    "WHERE topic = $1 AND off >= $2 ORDER BY off LIMIT 1", 2,
+	    pg_int(q, topic), pg_int(q, off)));
+	if (PQntuples(r)) {
+		found = pg_get(r, 0, 0);
+		*ts = pg_get(r, 0, 1);
+	}
+	PQclear(r);
+	return found;
+}
+
+/* The first offset whose time is >= ts (next_off if none); binary search. */
+static int64_t
+offset_at(struct pgq *q, const struct mq_topic *t, int64_t ts)
+{
+	int64_t lo = 1, hi = t->next_off, mid, off, mts = 0;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if ((off = next_stored(q, t->id, mid, &mts)) < 0)
+			return PG_RETRY;
+		if (!off || mts >= ts)
+			hi = mid;
+		else
+			lo = off + 1;
+	}
+	return lo;
+}
+
+static int64_t
+find_offset(struct pgq *q, const char *topic, int64_t ts)
+{
+	struct mq_topic t;
+	int64_t off;
+	int rc;
+
+	if (pg_begin_read(q))
+		return PG_RETRY;
+	if ((rc = pg_topic_row(q, topic, &t, 0)) <= 0) {
+		pg_rollback(q);
+		return rc < 0 ? rc : MQ_E_NOTOPIC;
+	}
+	off = offset_at(q, &t, ts);
+	pg_rollback(q);
+	return off;
+}
+
+int64_t
+pg_offset_at(struct mq *mq, const char *topic, int64_t ts)
+{
+	int64_t off;
+
+	while ((off = find_offset(PGQ(mq), topic, ts)) == PG_RETRY)
+		;
+	return off;
+}
+
+/* As ../sqlite/log.c's cancel(): deliveries a move drops, or their count. */
+static int64_t
+cancel(struct pgq *q, int64_t grp, int64_t off, int below, int dry)
+{
+	static const char *sql[2][2] = {
+		{ "DELETE FROM delivery WHERE grp = $1 AND off >= $2",
+		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off >= $2" },
+		{ "DELETE FROM delivery WHERE grp = $1 AND off < $2 AND "
+		  "state < 2",
+		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off < $2 "
+		  "AND state < 2" },
+	};
+	PGresult *r;
+	int64_t n;
+
+	TRY(r, pg_q(q, "cannot cancel deliveries", sql[!!below][!!dry], 2,
+	    pg_int(q, grp), pg_int(q, off)));
+	n = dry ? pg_get(r, 0, 0) : strtoll(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return n;
+}
+
+static int
+move(struct pgq *q, const char *topic, const char *group,
+    const struct mq_move *m, struct mq_moved *out)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	PGresult *r;
+	int64_t pos, first;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (m->dry ? pg_begin_read(q) : pg_begin(q))
+		return PG_RETRY;
+	if ((rc = pg_need(q, topic, group, &t, &g, !m->dry)) < 0) {
+		if (rc != PG_RETRY)
+			pg_rollback(q);
+		return rc;
+	}
+	switch (m->to) {
+	case MQ_TO_EARLIEST: pos = 1; break;
+	case MQ_TO_LATEST: pos = t.next_off; break;
+	case MQ_TO_TIME: pos = offset_at(q, &t, m->arg); break;
+	case MQ_TO_OFFSET: pos = m->arg; break;
+	default: pos = g.pos + m->arg; break;
+	}
+	if (pos == PG_RETRY && m->to == MQ_TO_TIME)
+		return PG_RETRY;
+	/* a group before the oldest message continues from the oldest one */
+	if ((first = pg_first_off(q, t.id)) < 0)
+		return PG_RETRY;
+	if (pos < (first ? first : t.next_off))
+		pos = first ? first : t.next_off;
+	if (pos > t.next_off)
+		pos = t.next_off;
+	out->from = g.pos;
+	out->to = pos;
+	if (pos == g.pos && m->to == MQ_TO_SHIFT) {
+		out->unchanged = 1;
+		pg_rollback(q);
+		return 0;
+	}
+	if (pos < g.pos) {
+		out->again = pg_count_range(q, t.id, pos, g.pos);
+		out->dropped = cancel(q, g.id, pos, 0, m->dry);
+	} else {
+		out->skipped = pg_count_range(q, t.id, g.pos, pos);
+		out->dropped = cancel(q, g.id, pos, 1, m->dry);
+	}
+	if (out->again < 0 || out->skipped < 0 || out->dropped < 0)
+		return PG_RETRY;
+	if (m->dry) {
+		pg_rollback(q);
+		return 0;
+	}
+	TRY(r, pg_q(q, "cannot move group", "UPDATE grp SET pos = $2 "
+	    "WHERE id = $1", 2, pg_int(q, g.id), pg_int(q, pos)));
+	PQclear(r);
+	pg_notify(q, t.id);
+	return pg_commit(q);
+}
+
+int
+pg_move(struct mq *mq, const char *topic, const char *group,
+    const struct mq_move *m, struct mq_moved *out)
+{
+	int rc;
+
+	while ((rc = move(PGQ(mq), topic, group, m, out)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* As ../sqlite/log.c's redrive_one(); off 0: every dead letter. */
+static int64_t
+redrive_one(struct pgq *q, int64_t grp, int64_t off, int dry)
+{
+	PGresult *r;
+	int64_t n;
+
+	if (dry)
+		return one(q, pg_q(q, "cannot count dead letters", "SELECT "
+		    "count(*) FROM delivery WHERE grp = $1 AND state = 2 AND "
+		    "($2 = 0 OR off = $2)", 2, pg_int(q, grp), pg_int(q, off)));
+	TRY(r, pg_q(q, "cannot redrive", "INSERT INTO history (grp, off, ts, "
+	    "n, attempt, event, host, pid) SELECT grp, off, $3, $6, attempt, "
+	    "'redriven', $4, $5 FROM delivery WHERE grp = $1 AND state = 2 AND "
+	    "($2 = 0 OR off = $2)", 6, pg_int(q, grp), pg_int(q, off),
+	    pg_int(q, pg_now()), mq_hostname(), pg_int(q, getpid()),
+	    pg_int(q, mq_history_n())));
+	PQclear(r);
+	TRY(r, pg_q(q, "cannot redrive", "UPDATE delivery SET state = 0, "
+	    "due = $3, attempt = 0, expired = 0, reason = NULL, consumer = NULL "
+	    "WHERE grp = $1 AND state = 2 AND ($2 = 0 OR off = $2)", 3,
+	    pg_int(q, grp), pg_int(q, off), pg_int(q, pg_now())));
+	n = strtoll(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return n;
+}
+
+static int
+redrive(struct pgq *q, const char *topic, const char *group,
+    const int64_t *offs, int *found, int n, int dry, int64_t *count)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	int64_t k;
+	int i, rc;
+
+	if (dry ? pg_begin_read(q) : pg_begin(q))
+		return PG_RETRY;
+	if ((rc = pg_need(q, topic, group, &t, &g, 0)) < 0) {
+		if (rc != PG_RETRY)
+			pg_rollback(q);
+		return rc;
+	}
+	if ((*count = n ? 0 : redrive_one(q, g.id, 0, dry)) < 0)
+		return PG_RETRY;
+	for (i = 0; i < n; i++) {
+		if ((k = redrive_one(q, g.id, offs[i], dry)) < 0)
+			return PG_RETRY;
+		found[i] = k > 0;
+		*count += k;
+	}
+	if (dry || !*count) {
+		pg_rollback(q);
+		return 0;
+	}
+	pg_notify(q, t.id);
+	return pg_commit(q);
+}
+
+int
+pg_redrive(struct mq *mq, const char *topic, const char *group,
+    const int64_t *offs, int *found, int n, int dry, int64_t *count)
+{
+	int rc;
+
+	while ((rc = redrive(PGQ(mq), topic, group, offs, found, n, dry,
+	    count)) == PG_RETRY)
+		;
+	return rc;
+}
+
+static int
+events(struct pgq *q, int64_t grp, int64_t off, struct mq_trace_group *tg)
+{
+	struct mq_event *e;
+	PGresult *r;
+	int i;
+
+	TRY(r, pg_q(q, "cannot read history", "SELECT ts, attempt, event, "
+	    "coalesce(host, ''), coalesce(pid, 0), reason FROM events "
+	    "WHERE grp = $1 AND off = $2 ORDER BY ts, k, n", 2, pg_int(q, grp),
+	    pg_int(q, off)));
+	for (i = 0; i < PQntuples(r); i++) {
+		tg->ev = mq_array(tg->ev, tg->nev + 1, sizeof *tg->ev);
+		e = &tg->ev[tg->nev++];
+		e->ts = pg_get(r, i, 0);
+		e->attempt = (int)pg_get(r, i, 1);
+		e->event = pg_str(r, i, 2);
+		e->host = pg_str(r, i, 3);
+		e->pid = pg_get(r, i, 4);
+		e->reason = pg_str(r, i, 5);
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int
+trace(struct pgq *q, const char *topic, int64_t off, struct mq_trace *tr)
+{
+	struct mq_topic t;
+	struct mq_trace_group *tg;
+	PGresult *r;
+	int64_t *ids;
+	int i, n, rc;
+
+	if (pg_begin_read(q))
+		return PG_RETRY;
+	if ((rc = pg_topic_row(q, topic, &t, 0)) <= 0) {
+		pg_rollback(q);
+		return rc < 0 ? rc : MQ_E_NOTOPIC;
+	}
+	TRY(r, pg_q(q, "cannot read message", "SELECT off, ts, due, key, body "
+	    "FROM msg WHERE topic = $1 AND off = $2", 2, pg_int(q, t.id),
+	    pg_int(q, off)));
+	if (!PQntuples(r)) {
+		PQclear(r);
+		pg_rollback(q);
+		return MQ_E_NOMSG;
+	}
+	pg_msg_row(r, 0, 0, &tr->m);
+	PQclear(r);
+	if (!(r = pg_q(q, "cannot read groups", "SELECT g.id, g.name, g.pos, "
+	    "d.state, d.attempt, d.due FROM grp g LEFT JOIN delivery d ON "
+	    "d.grp = g.id AND d.off = $2 WHERE g.topic = $1 ORDER BY g.name",
+	    2, pg_int(q, t.id), pg_int(q, off))))
+		goto retry;
+	n = PQntuples(r);
+	tr->g = mq_array(NULL, n, sizeof *tr->g);
+	ids = mq_array(NULL, n, sizeof *ids);
+	for (i = 0; i < n; i++) {
+		ids[i] = pg_get(r, i, 0);
+		tg = &tr->g[i];
+		memset(tg, 0, sizeof *tg);
+		pg_copy(r, i, 1, tg->name, sizeof tg->name);
+		if (!pg_null(r, i, 3)) {
+			tg->state = (int)pg_get(r, i, 3);
+			tg->attempt = (int)pg_get(r, i, 4);
+			tg->due = pg_get(r, i, 5);
+		} else {
+			tg->state = off < pg_get(r, i, 2) ? MQ_DONE : MQ_NOT_YET;
+		}
+	}
+	tr->n = n;
+	PQclear(r);
+	for (i = 0; i < n; i++)
+		if (events(q, ids[i], off, &tr->g[i]) < 0) {
+			free(ids);
+			goto retry;
+		}
+	free(ids);
+	pg_rollback(q);
+	return 0;
+retry:
+	mq_trace_free(tr);
+	memset(tr, 0, sizeof *tr);
+	return PG_RETRY;
+}
+
+int
+pg_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
+{
+	int rc;
+
+	memset(tr, 0, sizeof *tr);
+	while ((rc = trace(PGQ(mq), topic, off, tr)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* purging: as ../sqlite/log.c, which explains each step */
+
+#define UNHELD "NOT EXISTS (SELECT 1 FROM delivery d WHERE d.grp IN " \
+	"(SELECT id FROM grp WHERE topic = $1) AND d.off = msg.off AND " \
+	"NOT (d.state = 2 AND ($4 = -1 OR $4 = d.grp)))"
+
+static int
+range_size(struct pgq *q, int64_t topic, int64_t lo, int64_t hi, int settled,
+    int64_t skip_dead, int64_t *n, int64_t *bytes)
+{
+	PGresult *r;
+
+	TRY(r, settled ?
+	    pg_q(q, "cannot count messages", "SELECT count(*), "
+	    "coalesce(sum(length(body)), 0) FROM msg WHERE topic = $1 AND "
+	    "off >= $2 AND off < $3 AND " UNHELD, 4, pg_int(q, topic),
+	    pg_int(q, lo), pg_int(q, hi), pg_int(q, skip_dead)) :
+	    pg_q(q, "cannot count messages", "SELECT count(*), "
+	    "coalesce(sum(length(body)), 0) FROM msg WHERE topic = $1 AND "
+	    "off >= $2 AND off < $3", 3, pg_int(q, topic), pg_int(q, lo),
+	    pg_int(q, hi)));
+	*n = pg_get(r, 0, 0);
+	*bytes = pg_get(r, 0, 1);
+	PQclear(r);
+	return 0;
+}
+
+/*
+ * Every offset below this has been handed out to every group (0: none).
+ * With lock, the group rows stay locked to commit.
+ */
+static int64_t
+handed_out(struct pgq *q, int64_t topic, int lock)
+{
+	return one(q, lock ? pg_q(q, "cannot read groups", "SELECT "
+	    "coalesce(min(pos), 0) FROM (SELECT pos FROM grp WHERE topic = $1 "
+	    "ORDER BY id FOR UPDATE) g", 1, pg_int(q, topic)) :
+	    pg_q(q, "cannot read groups", "SELECT coalesce(min(pos), 0) FROM "
+	    "grp WHERE topic = $1", 1, pg_int(q, topic)));
+}
+
+static int
+run3(struct pgq *q, const char *what, const char *sql, int64_t a, int64_t b,
+    int64_t c)
+{
+	PGresult *r;
+
+	TRY(r, pg_q(q, what, sql, 3, pg_int(q, a), pg_int(q, b),
+	    pg_int(q, c)));
+	PQclear(r);
+	return 0;
+}
+
+static int
+purge_range(struct pgq *q, int64_t topic, int64_t lo, int64_t hi,
+    int settled, int64_t *n, int64_t *bytes)
+{
+	PGresult *r;
+
+	if (range_size(q, topic, lo, hi, settled, 0, n, bytes) < 0)
+		return PG_RETRY;
+	if (*n == 0 && settled)
+		return 0;
+	if (settled) {
+		TRY(r, pg_q(q, "cannot delete messages", "DELETE FROM msg WHERE "
+		    "topic = $1 AND off >= $2 AND off < $3 AND " UNHELD, 4,
+		    pg_int(q, topic), pg_int(q, lo), pg_int(q, hi),
+		    pg_int(q, 0)));
+		PQclear(r);
+		if (run3(q, "cannot update topic", "UPDATE topic SET "
+		    "gap_below = $3 WHERE id = $1 AND gap_below < $3 AND "
+		    "$2::bigint IS NOT NULL", topic, lo, hi) < 0 ||
+		    run3(q, "cannot delete history", "DELETE FROM history WHERE "
+		    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 "
+		    "AND off < $3 AND NOT EXISTS (SELECT 1 FROM msg WHERE "
+		    "topic = $1 AND msg.off = history.off)", topic, lo, hi) < 0)
+			return PG_RETRY;
+	} else if (run3(q, "cannot delete messages", "DELETE FROM msg WHERE "
+	    "topic = $1 AND off >= $2 AND off < $3", topic, lo, hi) < 0 ||
+	    run3(q, "cannot delete deliveries", "DELETE FROM delivery WHERE "
+	    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 AND "
+	    "off < $3", topic, lo, hi) < 0 ||
+	    run3(q, "cannot delete history", "DELETE FROM history WHERE "
+	    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 AND "
+	    "off < $3", topic, lo, hi) < 0 ||
+	    run3(q, "cannot update groups", "UPDATE grp SET pos = least($3, "
+	    "(SELECT next_off FROM topic WHERE id = $1)) WHERE topic = $1 AND "
+	    "pos < $3 AND $2::bigint IS NOT NULL", topic, lo, hi) < 0)
+		return PG_RETRY;
+	return run3(q, "cannot update topic", "UPDATE topic SET msgs = "
+	    "greatest(msgs - $2, 0), bytes = greatest(bytes - $3, 0) "
+	    "WHERE id = $1", topic, *n, *bytes);
+}
+
+static int64_t
+drop_dead(struct pgq *q, int64_t topic, int64_t grp, int dry)
+{
+	PGresult *r;
+	int64_t n;
+
+	if (dry)
+		return one(q, pg_q(q, "cannot count dead letters", "SELECT "
+		    "count(*) FROM delivery WHERE state = 2 AND CASE WHEN $2 > 0 "
+		    "THEN grp = $2 ELSE grp IN (SELECT id FROM grp WHERE "
+		    "topic = $1) END", 2, pg_int(q, topic), pg_int(q, grp)));
+	TRY(r, pg_q(q, "cannot drop dead letters", "DELETE FROM delivery WHERE "
+	    "state = 2 AND CASE WHEN $2 > 0 THEN grp = $2 ELSE grp IN (SELECT "
+	    "id FROM grp WHERE topic = $1) END", 2, pg_int(q, topic),
+	    pg_int(q, grp)));
+	n = strtoll(PQcmdTuples(r), NULL, 10);
+	PQclear(r);
+	return n;
+}
+
+static int
+dedup_expire(struct pgq *q, const struct mq_topic *t, int64_t now, int dry)
+{
+	PGresult *r;
+
+	if (dry)
+		return 0;
+	TRY(r, pg_q(q, "cannot expire dedup ids", "DELETE FROM dedup WHERE "
+	    "topic = $1 AND ts <= $2", 2, pg_int(q, t->id),
+	    pg_int(q, now - t->dedup_window)));
+	PQclear(r);
+	return 0;
+}
+
+static int
+plan(struct pgq *q, const char *topic, struct mq_purge *p)
+{
+	struct mq_topic t;
+	struct mq_group g;
+	int64_t now = pg_now(), settled, n, bytes, held, skip = 0, mid;
+	int fixed = p->older >= 0 || p->before >= 0, may, rc;
+
+	if (p->dry ? pg_begin_read(q) : pg_begin(q))
+		return PG_RETRY;
+	if ((rc = pg_need(q, topic, p->dead ? p->group : NULL, &t, &g, 0)) < 0) {
+		if (rc != PG_RETRY)
+			pg_rollback(q);
+		return rc;
+	}
+	if (p->dead) {
+		if ((p->dropped = drop_dead(q, t.id, p->group ? g.id : 0,
+		    p->dry)) < 0)
+			return PG_RETRY;
+		skip = p->dry ? (p->group ? g.id : -1) : 0;
+	}
+	if (!fixed && dedup_expire(q, &t, now, p->dry) < 0)
+		return PG_RETRY;
+	if ((p->lo = pg_first_off(q, t.id)) < 0 ||
+	    (settled = handed_out(q, t.id, 0)) < 0)
+		return PG_RETRY;
+	p->all = 0;
+	if (p->before >= 0)
+		p->all = p->before;
+	else if (p->older >= 0)
+		p->all = offset_at(q, &t, now - p->older);
+	else if (t.retention >= 0)
+		p->all = offset_at(q, &t, now - t.retention);
+	if (p->all == PG_RETRY)
+		return PG_RETRY;
+	if (p->all > t.next_off)
+		p->all = t.next_off;
+	p->line = INT64_MAX;
+	may = p->force || settled == 0;
+	if (fixed) {
+		settled = p->all < settled ? p->all : settled;
+		if (range_size(q, t.id, p->lo, p->all, 0, 0, &n, &bytes) < 0 ||
+		    range_size(q, t.id, p->lo, settled, 1, skip, &held,
+		    &bytes) < 0)
+			return PG_RETRY;
+		if ((p->held = n - held) > 0 && !may) {
+			pg_rollback(q);
+			return MQ_E_HELD;
+		}
+		p->line = p->all;
+		if (!may)
+			p->all = 0;
+	}
+	p->planned = 1;
+	if (p->dry) {
+		if (p->lo) {
+			mid = p->all > p->lo ? p->all : p->lo;
+			if (range_size(q, t.id, p->lo, mid, 0, 0, &p->deleted,
+			    &p->bytes) < 0 ||
+			    range_size(q, t.id, mid, settled, 1, skip, &n,
+			    &bytes) < 0) {
+				p->planned = 0;
+				return PG_RETRY;
+			}
+			p->deleted += n;
+			p->bytes += bytes;
+		}
+		pg_rollback(q);
+		return 0;
+	}
+	if (pg_commit(q)) {
+		p->planned = 0;
+		return PG_RETRY;
+	}
+	return p->lo ? 1 : 0;
+}
+
+/* One chunk: 1 if there may be more, 0 when done. */
+static int
+chunk(struct pgq *q, const char *topic, struct mq_purge *p)
+{
+	struct mq_topic t;
+	int64_t settled, hi, n, bytes;
+	int rc;
+
+	if (pg_begin(q))
+		return PG_RETRY;
+	if ((rc = pg_topic_row(q, topic, &t, 0)) <= 0) {
+		if (rc == 0)
+			pg_rollback(q);
+		return rc;
+	}
+	hi = p->lo + CHUNK;
+	if ((settled = handed_out(q, t.id, 1)) < 0)
+		return PG_RETRY;
+	if (p->lo < p->all) {
+		hi = hi < p->all ? hi : p->all;
+		rc = purge_range(q, t.id, p->lo, hi, 0, &n, &bytes);
+	} else {
+		if (settled > p->line)
+			settled = p->line;
+		hi = hi < settled ? hi : settled;
+		if (hi <= p->lo) {
+			pg_rollback(q);
+			return 0;
+		}
+		rc = purge_range(q, t.id, p->lo, hi, 1, &n, &bytes);
+	}
+	if (rc < 0 || pg_commit(q))
+		return PG_RETRY;
+	p->deleted += n;
+	p->bytes += bytes;
+	p->lo = hi;
+	return 1;
+}
+
+int
+pg_purge(struct mq *mq, const char *topic, struct mq_purge *p)
+{
+	int rc;
+
+	do {
+		rc = p->planned ? chunk(PGQ(mq), topic, p) :
+		    plan(PGQ(mq), topic, p);
+	} while (rc == PG_RETRY);
+	return rc;
+}
+
+/*
+ * Marks the space of deleted rows reusable and refreshes the planner's
+ * statistics (a plain VACUUM: it takes no lock that stops senders or
+ * receivers, and gives no space back to the file system; see mq-purge(1)).
+ */
+void
+pg_vacuum(struct mq *mq)
+{
+	struct pgq *q = PGQ(mq);
+	PGresult *r;
+
+	r = pg_q(q, "cannot vacuum", "VACUUM (ANALYZE) msg, delivery, history, "
+	    "dedup, grp, topic, consumer", 0);
+	if (r)
+		PQclear(r);
+}

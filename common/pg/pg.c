@@ -1,0 +1,519 @@
+/*
+ * pg.c: the PostgreSQL backend's front door: connecting (with TCP
+ * keepalives, so a vanished host is noticed), creating and checking the
+ * schema, running statements, transactions, errors and their exit
+ * statuses, and the table of operations.
+ *
+ * Invariants:
+ * - One connection per program, in autocommit between operations; each
+ *   operation is BEGIN ... COMMIT.  Exit 0 after a write means the server
+ *   committed it (as durable as its synchronous_commit makes it).
+ * - The schema lives in mq_meta's version; a database (or schema, by
+ *   search_path) that holds other tables and no mq_meta is not mq's and
+ *   is refused before anything is written.
+ * - A password is never printed: what errors and listings show is the
+ *   connection string with it masked.
+ * - Errors: cannot connect, server starting or stopping, lock timeout ->
+ *   75; permission -> 77; bad data -> 65; no space, I/O -> 74; a deadlock
+ *   or serialization failure returns NULL from pg_run (rolled back), and
+ *   the operation starts over.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pg.h"
+#include "pgschema.h"	/* pg_schema_sql[], PG_SCHEMA_VERSION: made from schema.sql */
+
+static void pg_close(struct mq *);
+static void notice(void *, const PGresult *);
+
+static const struct mq_backend pg_backend = {
+	.name = "postgresql",
+	.idle_ms = 5000,
+	.close = pg_close,
+	.topic_get = pg_topic_get,
+	.topic_list = pg_topic_list,
+	.topic_create = pg_topic_create,
+	.topic_conf = pg_topic_conf,
+	.topic_delete = pg_topic_delete,
+	.group_get = pg_group_get,
+	.group_conf = pg_group_conf,
+	.group_delete = pg_group_delete,
+	.snapshot = pg_snapshot,
+	.append = pg_append,
+	.claim = pg_claim,
+	.settle = pg_settle,
+	.read = pg_read,
+	.offset_at = pg_offset_at,
+	.move = pg_move,
+	.redrive = pg_redrive,
+	.trace = pg_trace,
+	.purge = pg_purge,
+	.vacuum = pg_vacuum,
+	.join = pg_join,
+	.beat = pg_beat,
+	.leave = pg_leave,
+	.consumers = pg_consumers,
+	.reap = pg_reap,
+	.waiter = pg_waiter,
+	.wait = pg_wait,
+	.waiter_free = pg_waiter_free,
+};
+
+int64_t
+pg_now(void)
+{
+	return mq_now();
+}
+
+/*
+ * The connection string with any password masked: in a URL the part
+ * after user: and before @, and a password= parameter or keyword.
+ */
+static char *
+mask(const char *conn)
+{
+	char *s = mq_strdup(conn), *p, *q, *at, *e;
+
+	if ((p = strstr(s, "://")) && (at = strchr(p + 3, '@')) &&
+	    (q = memchr(p + 3, ':', at - (p + 3))) && q + 1 < at) {
+		memmove(q + 4, at, strlen(at) + 1);
+		memcpy(q + 1, "***", 3);
+	}
+	for (p = s; (p = strstr(p, "password")); p += 8) {
+		q = p + 8;
+		while (*q == ' ')
+			q++;
+		if (*q != '=' || (p > s && (isalnum((unsigned char)p[-1]) ||
+		    p[-1] == '_')))
+			continue;
+		q++;
+		while (*q == ' ')
+			q++;
+		e = q;
+		if (*e == '\'')
+			for (e++; *e && *e != '\''; e++)
+				e += *e == '\\' && e[1];
+		if (*e == '\'')
+			e++;
+		else
+			e += strcspn(e, " &");
+		if (e > q) {
+			memmove(q + 3, e, strlen(e) + 1);
+			memcpy(q, "***", 3);
+		}
+	}
+	return s;
+}
+
+/* The first line of a server or libpq message, without its prefix. */
+static const char *
+first_line(const char *msg, char *buf, size_t len)
+{
+	size_t n;
+
+	if (!msg || !*msg)
+		msg = "unknown error";
+	if (!strncmp(msg, "ERROR:  ", 8))
+		msg += 8;
+	else if (!strncmp(msg, "FATAL:  ", 8))
+		msg += 8;
+	n = strcspn(msg, "\n");
+	snprintf(buf, len, "%.*s", (int)n, msg);
+	return buf;
+}
+
+static int
+status_of(const char *state, int conn_ok)
+{
+	if (!conn_ok || !state)
+		return MQ_EX_TEMPFAIL;	/* the connection broke: try again */
+	if (!strncmp(state, "08", 2) || !strcmp(state, "57P01") ||
+	    !strcmp(state, "57P02") || !strcmp(state, "57P03") ||
+	    !strcmp(state, "55P03") || !strcmp(state, "57014") ||
+	    !strncmp(state, "53300", 5))
+		return MQ_EX_TEMPFAIL;	/* try again */
+	if (!strcmp(state, "42501") || !strncmp(state, "28", 2))
+		return MQ_EX_NOPERM;
+	if (!strncmp(state, "22", 2) || !strncmp(state, "23", 2))
+		return MQ_EX_DATAERR;
+	if (!strncmp(state, "53", 2) || !strncmp(state, "58", 2) ||
+	    !strncmp(state, "XX", 2))
+		return MQ_EX_IOERR;
+	if (!strcmp(state, "3D000") || !strcmp(state, "3F000"))
+		return MQ_EX_NOINPUT;	/* no such database or schema */
+	return MQ_EX_SOFTWARE;
+}
+
+void
+pg_die(struct pgq *q, PGresult *r, const char *what)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	char buf[512];
+
+	first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(q->conn), buf,
+	    sizeof buf);
+	/* mq(7): the one case where 75 does not mean "nothing was done" */
+	if (PQstatus(q->conn) != CONNECTION_OK && (q->autocommit ||
+	    (q->in_tx && !strcmp(what, "cannot commit"))))
+		what = "connection lost while committing, so it may or may "
+		    "not have been done";
+	mq_die(status_of(state, PQstatus(q->conn) == CONNECTION_OK),
+	    "%s: %s: %s", what, q->shown, buf);
+}
+
+/* A decimal string for a parameter; 16 live at once. */
+const char *
+pg_int(struct pgq *q, int64_t v)
+{
+	char *b = q->num[q->nnum++ % 16];
+
+	snprintf(b, sizeof q->num[0], "%lld", (long long)v);
+	return b;
+}
+
+static int
+retryable(PGresult *r)
+{
+	const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+	return state && (!strcmp(state, "40001") || !strcmp(state, "40P01"));
+}
+
+/*
+ * Runs one statement; dies on an error, except a deadlock or
+ * serialization failure: then it rolls back and returns NULL, and the
+ * operation starts over.  len/fmt may be NULL (all text).
+ */
+PGresult *
+pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
+    const int *len, const int *fmt, const char *what)
+{
+	PGresult *r = PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0);
+	ExecStatusType st = PQresultStatus(r);
+
+	q->trips++;
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return r;
+	if (retryable(r)) {
+		PQclear(r);
+		pg_rollback(q);
+		return NULL;
+	}
+	pg_die(q, r, what);
+}
+
+/* pg_run with n text parameters, NULL for SQL NULL. */
+PGresult *
+pg_q(struct pgq *q, const char *what, const char *sql, int n, ...)
+{
+	const char *v[32];
+	va_list ap;
+	int i;
+
+	va_start(ap, n);
+	for (i = 0; i < n && i < 32; i++)
+		v[i] = va_arg(ap, const char *);
+	va_end(ap);
+	return pg_run(q, sql, n, v, NULL, NULL, what);
+}
+
+int64_t
+pg_get(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? 0 :
+	    strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+int
+pg_null(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col);
+}
+
+char *
+pg_str(PGresult *r, int row, int col)
+{
+	return PQgetisnull(r, row, col) ? NULL :
+	    mq_memdup(PQgetvalue(r, row, col), PQgetlength(r, row, col));
+}
+
+void
+pg_copy(PGresult *r, int row, int col, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", PQgetisnull(r, row, col) ? "" :
+	    PQgetvalue(r, row, col));
+}
+
+/* A bytea column of a text-format result, decoded. */
+unsigned char *
+pg_bytes(PGresult *r, int row, int col, size_t *len)
+{
+	unsigned char *raw, *out;
+
+	raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r, row, col),
+	    len);
+	if (!raw)
+		mq_die(MQ_EX_SOFTWARE, "out of memory");
+	out = (unsigned char *)mq_memdup(raw, *len);
+	PQfreemem(raw);
+	return out;
+}
+
+int
+pg_begin(struct pgq *q)
+{
+	PGresult *r = pg_q(q, "cannot start transaction", "BEGIN", 0);
+
+	if (!r)
+		return PG_RETRY;
+	PQclear(r);
+	q->in_tx = 1;
+	return 0;
+}
+
+int
+pg_commit(struct pgq *q)
+{
+	PGresult *r = pg_q(q, "cannot commit", "COMMIT", 0);
+
+	if (!r)
+		return PG_RETRY;
+	PQclear(r);
+	q->in_tx = 0;
+	return 0;
+}
+
+/* A read-only transaction that sees one snapshot throughout. */
+int
+pg_begin_read(struct pgq *q)
+{
+	PGresult *r = pg_q(q, "cannot start transaction", "BEGIN ISOLATION "
+	    "LEVEL REPEATABLE READ READ ONLY", 0);
+
+	if (!r)
+		return PG_RETRY;
+	PQclear(r);
+	q->in_tx = 1;
+	return 0;
+}
+
+void
+pg_rollback(struct pgq *q)
+{
+	if (q->in_tx)
+		PQclear(PQexec(q->conn, "ROLLBACK"));
+	q->in_tx = 0;
+}
+
+void
+pg_channel(struct pgq *q, int64_t topic, char *buf, size_t len)
+{
+	/* channels are the database's: the lockspace keeps schemas apart */
+	snprintf(buf, len, "mq_%u_%lld", (unsigned)q->lockspace,
+	    (long long)topic);
+}
+
+/* Tells the topic's waiters, at commit (NOTIFY is delivered then). */
+void
+pg_notify(struct pgq *q, int64_t topic)
+{
+	char sql[64];
+	PGresult *r;
+
+	pg_channel(q, topic, sql + 7, sizeof sql - 7);
+	memcpy(sql, "NOTIFY ", 7);
+	if ((r = pg_q(q, "cannot notify", sql, 0)))
+		PQclear(r);
+}
+
+/*
+ * The schema: created by the first writer, under a transaction-level
+ * advisory lock so concurrent first writers create it once; checked by
+ * everyone.
+ */
+static void
+schema(struct pgq *q)
+{
+	PGresult *r;
+	int64_t v = 0, others;
+	int locked = 0;
+
+	/* one look, without a transaction; a writer that must create it
+	   looks again under the lock */
+	for (;;) {
+		r = pg_q(q, "cannot read the schema",
+		    "SELECT to_regclass('mq_meta') IS NOT NULL, "
+		    "(SELECT count(*) FROM pg_tables WHERE schemaname = "
+		    "current_schema()), current_schema() IS NULL, "
+		    "(SELECT string_agg(nspname, ', ') FROM pg_namespace WHERE "
+		    "nspname = ANY (string_to_array(replace(current_setting("
+		    "'search_path'), ' ', ''), ',')) AND NOT "
+		    "has_schema_privilege(oid, 'USAGE')), "
+		    "current_setting('search_path')", 0);
+		if (!r) {
+			locked = 0;
+			continue;
+		}
+		v = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+		others = pg_get(r, 0, 1);
+		if (!v && !pg_null(r, 0, 3))	/* there, but not for us */
+			mq_die(MQ_EX_NOPERM, "cannot open database %s: "
+			    "permission denied for schema %s", q->shown,
+			    PQgetvalue(r, 0, 3));
+		if (!v && !strcmp(PQgetvalue(r, 0, 2), "t"))
+			mq_die(MQ_EX_NOINPUT, "cannot open database %s: no "
+			    "schema of its search_path (%s) exists", q->shown,
+			    PQgetvalue(r, 0, 4));
+		PQclear(r);
+		if (v || others > 0 || locked || q->mode != MQ_WRITE)
+			break;
+		if (pg_begin(q))
+			continue;
+		if (!(r = pg_q(q, "cannot lock the schema",
+		    "SELECT pg_advisory_xact_lock(hashtext('mq schema ' "
+		    "|| coalesce(current_schema(), '')))", 0)))
+			continue;
+		PQclear(r);
+		locked = 1;
+	}
+	if (!v && others > 0)
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: not an mq "
+		    "database (it has other tables and no mq_meta)", q->shown);
+	if (!v && q->mode != MQ_WRITE)
+		mq_die(MQ_EX_NOINPUT, "database %s has no mq schema yet",
+		    q->shown);
+	if (!v) {
+		r = PQexec(q->conn, pg_schema_sql);	/* many statements */
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			pg_die(q, r, "cannot create schema");
+		PQclear(r);
+		r = pg_q(q, "cannot create schema", "INSERT INTO mq_meta "
+		    "(key, value) VALUES ('app', 'mq'), ('version', $1), "
+		    "('lockspace', $2)", 2, pg_int(q, PG_SCHEMA_VERSION),
+		    pg_int(q, arc4random_uniform(INT32_MAX) + 1));
+		PQclear(r);
+	}
+	r = pg_q(q, "cannot read the schema", "SELECT (SELECT value FROM "
+	    "mq_meta WHERE key = 'version'), (SELECT value FROM mq_meta WHERE "
+	    "key = 'lockspace')", 0);
+	v = pg_get(r, 0, 0);
+	q->lockspace = pg_get(r, 0, 1);
+	PQclear(r);
+	if (v > PG_SCHEMA_VERSION)
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: schema version "
+		    "%lld is newer than this mq (%d); upgrade mq", q->shown,
+		    (long long)v, PG_SCHEMA_VERSION);
+	if (v < 1)
+		mq_die(MQ_EX_DATAERR, "cannot open database %s: not an mq "
+		    "database (mq_meta without a version)", q->shown);
+	if (q->in_tx && pg_commit(q) == PG_RETRY)
+		schema(q);
+}
+
+/*
+ * The session's settings, in one round trip: a lock waited for longer
+ * than MQ_BUSY_TIMEOUT is 75 (55P03); the server probes an idle client
+ * after 10s, every 5s, 3 times, so a vanished host's session (and its
+ * consumers' advisory locks) ends within 25s (tcp_user_timeout bounds it
+ * while the server is sending).
+ */
+void
+pg_session(struct pgq *q)
+{
+	char sql[400];
+	PGresult *r;
+
+	snprintf(sql, sizeof sql, "SET lock_timeout = %lld; "
+	    "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; "
+	    "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000%s",
+	    (long long)q->busy, q->async ? "; SET synchronous_commit = off" :
+	    "");
+	r = PQexec(q->conn, sql);
+	q->trips++;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		pg_die(q, r, "cannot set up the connection");
+	PQclear(r);
+}
+
+struct mq *
+mq_pg_open(const char *conn, int mode)
+{
+	static const char *keys[] = { "keepalives", "keepalives_idle",
+	    "keepalives_interval", "keepalives_count", "connect_timeout",
+	    "application_name", "dbname", NULL };
+	const char *vals[8] = { "1", "10", "5", "3", "10", NULL, conn, NULL };
+	struct pgq *q = mq_alloc(sizeof *q);
+	const char *sync = getenv("MQ_SYNC");
+	char buf[512];
+	int64_t busy = mq_busy_timeout();
+
+	if (sync && *sync && strcmp(sync, "full") && strcmp(sync, "normal"))
+		mq_die(MQ_EX_USAGE, "invalid MQ_SYNC '%s': want full or normal",
+		    sync);
+	q->base.be = &pg_backend;
+	q->base.path = q->shown = mask(conn);	/* what mq_path shows */
+	q->mode = mode;	/* MQ_UPDATE: writes, but makes no schema */
+	vals[5] = mq_prog;
+	q->conn = PQconnectdbParams(keys, vals, 1);
+	if (!q->conn)
+		mq_die(MQ_EX_SOFTWARE, "out of memory");
+	if (PQstatus(q->conn) != CONNECTION_OK) {
+		first_line(PQerrorMessage(q->conn), buf, sizeof buf);
+		/* a refusal is 77, a missing database 66; else try again */
+		mq_die(PQconnectionNeedsPassword(q->conn) ||
+		    strstr(buf, "authentication failed") ||
+		    strstr(buf, "permission denied") ||
+		    (strstr(buf, "role \"") && strstr(buf, "does not exist")) ?
+		    MQ_EX_NOPERM : strstr(buf, "does not exist") ?
+		    MQ_EX_NOINPUT : MQ_EX_TEMPFAIL, "cannot connect to %s: %s",
+		    q->shown, buf);
+	}
+	PQsetNoticeReceiver(q->conn, notice, NULL);
+	q->busy = busy > 0 ? busy : 1;
+	q->async = sync && !strcmp(sync, "normal");
+	pg_session(q);
+	schema(q);
+	return &q->base;
+}
+
+/*
+ * The server's warnings (such as "terminating connection due to
+ * administrator command" before a restart) in mq's form, one line; its
+ * notices (such as "already exists, skipping") are nobody's business.
+ */
+static void
+notice(void *arg, const PGresult *r)
+{
+	const char *sev = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+
+	(void)arg;
+	if (sev && msg && strcmp(sev, "NOTICE") && strcmp(sev, "DEBUG") &&
+	    strcmp(sev, "LOG") && strcmp(sev, "INFO"))
+		fprintf(stderr, "%s: server: %s\n", getprogname(), msg);
+}
+
+static void
+pg_close(struct mq *mq)
+{
+	struct pgq *q = PGQ(mq);
+
+	if (getenv("MQ_PG_TRIPS"))	/* mq(7): counted for make bench */
+		fprintf(stderr, "%s: %lld round trips\n", getprogname(),
+		    (long long)q->trips);
+	PQfinish(q->conn);
+	free(q->shown);
+	free(q);
+}
+
+int
+mq_pg_schema_version(void)
+{
+	return PG_SCHEMA_VERSION;
+}

@@ -1,0 +1,150 @@
+/*
+ * pg.h: private to the PostgreSQL backend (common/pg/).  Nothing outside
+ * this folder includes libpq-fe.h.
+ *
+ * Files: pg.c (connecting, the schema, statements, transactions, errors,
+ * the table of operations), topic.c (topics, groups, counts, consumers),
+ * deliver.c (append, claim, settle, consumer liveness), log.c (reading,
+ * moving, redriving, tracing, purging), wait.c (LISTEN/NOTIFY).
+ *
+ * Every operation is one transaction (READ COMMITTED) that locks rows in
+ * one order: topic, then group, then deliveries.  A deadlock or
+ * serialization failure, which that order should never cause, rolls the
+ * transaction back and the operation starts over (PG_RETRY).
+ */
+#ifndef MQ_PG_H
+#define MQ_PG_H
+
+#include <libpq-fe.h>
+
+#include "../backend.h"
+
+#define PG_RETRY	(-100)	/* an operation's attempt: start over */
+
+struct pgq {
+	struct mq	 base;		/* first: the table and the path */
+	PGconn		*conn;
+	char		*shown;		/* the connection, password masked */
+	int		 mode;
+	int		 in_tx;
+	int		 autocommit;	/* a write that commits as it ends */
+	char		 num[16][24];	/* pg_int's buffers */
+	int		 nnum;
+	int64_t		 lockkey;	/* our consumer's advisory lock; 0: none */
+	int64_t		 lockspace;	/* this installation's advisory locks */
+	int64_t		 busy;		/* lock_timeout, ms */
+	int		 async;		/* MQ_SYNC=normal */
+	int64_t		 trips;		/* round trips, for the curious */
+};
+
+#define PGQ(q)	((struct pgq *)(q))
+
+/* pg.c */
+void	 pg_die(struct pgq *, PGresult *, const char *what)
+	    __attribute__((noreturn));
+const char *pg_int(struct pgq *, int64_t);
+PGresult *pg_run(struct pgq *, const char *sql, int n, const char *const *v,
+	    const int *len, const int *fmt, const char *what);
+PGresult *pg_q(struct pgq *, const char *what, const char *sql, int n, ...);
+int	 pg_ok(PGresult *);
+int64_t	 pg_get(PGresult *, int row, int col);
+char	*pg_str(PGresult *, int row, int col);
+void	 pg_copy(PGresult *, int row, int col, char *buf, size_t len);
+int	 pg_null(PGresult *, int row, int col);
+unsigned char *pg_bytes(PGresult *, int row, int col, size_t *len);
+int	 pg_begin(struct pgq *);
+int	 pg_commit(struct pgq *);
+int	 pg_begin_read(struct pgq *);
+void	 pg_session(struct pgq *);
+void	 pg_rollback(struct pgq *);
+int64_t	 pg_now(void);
+void	 pg_notify(struct pgq *, int64_t topic);
+void	 pg_channel(struct pgq *, int64_t topic, char *buf, size_t len);
+
+/* topic.c */
+int	 pg_topic_row(struct pgq *, const char *name, struct mq_topic *,
+	    int lock);
+int	 pg_group_row(struct pgq *, int64_t topic, const char *name,
+	    struct mq_group *, int lock);
+int	 pg_topic_ensure(struct pgq *, const char *name, struct mq_topic *,
+	    int lock);
+int	 pg_group_ensure(struct pgq *, const struct mq_topic *,
+	    const char *name, int latest, struct mq_group *, int lock);
+int	 pg_stats(struct pgq *, const struct mq_topic *,
+	    const struct mq_group *, int64_t now, struct mq_gstats *);
+int64_t	 pg_first_off(struct pgq *, int64_t topic);
+int64_t	 pg_count_range(struct pgq *, int64_t topic, int64_t from,
+	    int64_t to);
+void	 pg_msg_row(PGresult *, int row, int col, struct mq_msg *);
+int	 pg_group_locked(struct pgq *, const char *topic, const char *name,
+	    struct mq_group *);
+int	 pg_dead_consumers_of(struct pgq *, const char *topic,
+	    const char *group, struct mq_consumer **);
+int	 pg_consumers_of(struct pgq *, const char *topic, const char *group,
+	    struct mq_consumer **);
+int	 pg_need(struct pgq *, const char *topic, const char *group,
+	    struct mq_topic *, struct mq_group *, int lock);
+
+/* arrays as text parameters: '{...}' */
+struct pg_arr {
+	char	*s;
+	size_t	 len, cap;
+	int	 n;
+};
+void	 pg_arr_int(struct pg_arr *, int64_t);
+void	 pg_arr_str(struct pg_arr *, const char *);	/* NULL: NULL */
+const char *pg_arr_end(struct pg_arr *);
+void	 pg_arr_free(struct pg_arr *);
+
+/* deliver.c */
+int	 pg_history(struct pgq *, int64_t grp, int64_t off, int attempt,
+	    const char *event, const char *reason, int64_t since,
+	    const char *dhost, int64_t dpid);
+int64_t	 pg_release(struct pgq *, int64_t consumer, int64_t now);
+int	 pg_relock(struct pgq *);
+
+/* The operations, as pg.c lists them in its table. */
+int	 pg_topic_get(struct mq *, const char *, struct mq_topic *);
+int	 pg_topic_list(struct mq *, struct mq_topic **);
+int	 pg_topic_create(struct mq *, const char *,
+	    const struct mq_topic_conf *, struct mq_topic *);
+int	 pg_topic_conf(struct mq *, const char *, const struct mq_topic_conf *,
+	    struct mq_topic *);
+int	 pg_topic_delete(struct mq *, const char *, int, struct mq_held *);
+int	 pg_group_get(struct mq *, const char *, const char *,
+	    struct mq_group *);
+int	 pg_group_conf(struct mq *, const char *, const char *,
+	    const struct mq_group_conf *, struct mq_group *);
+int	 pg_group_delete(struct mq *, const char *, const char *, int,
+	    struct mq_held *);
+int	 pg_snapshot(struct mq *, struct mq_lag *);
+int	 pg_consumers(struct mq *, const char *, const char *,
+	    struct mq_consumer **);
+
+int	 pg_append(struct mq *, struct mq_append *, const struct mq_rec *,
+	    size_t, struct mq_sent *);
+int	 pg_claim(struct mq *, const struct mq_claim *, struct mq_msg *, int,
+	    int64_t *);
+void	 pg_settle(struct mq *, struct mq_settle *, size_t);
+int64_t	 pg_join(struct mq *, const char *, const char *, int,
+	    const struct mq_consumer *, int64_t *);
+void	 pg_beat(struct mq *, int64_t, int64_t);
+void	 pg_leave(struct mq *, int64_t);
+int	 pg_reap(struct mq *, const char *, const char *, const char *,
+	    int (*)(const struct mq_consumer *, const char *), const char *);
+
+int	 pg_read(struct mq *, const struct mq_read *, struct mq_msg *, int);
+int64_t	 pg_offset_at(struct mq *, const char *, int64_t);
+int	 pg_move(struct mq *, const char *, const char *,
+	    const struct mq_move *, struct mq_moved *);
+int	 pg_redrive(struct mq *, const char *, const char *, const int64_t *,
+	    int *, int, int, int64_t *);
+int	 pg_trace(struct mq *, const char *, int64_t, struct mq_trace *);
+int	 pg_purge(struct mq *, const char *, struct mq_purge *);
+void	 pg_vacuum(struct mq *);
+
+struct mq_waiter *pg_waiter(struct mq *, const char *);
+int	 pg_wait(struct mq_waiter *, int64_t);
+void	 pg_waiter_free(struct mq_waiter *);
+
+#endif

@@ -1,0 +1,249 @@
+#!/usr/bin/env bats
+# 100-pg.bats: what is PostgreSQL's own: naming the database (URL,
+# postgres://, keyword string), the schema (made on first use, versioned,
+# a newer one or someone else's refused), installations side by side in
+# one database, errors and their exit statuses, passwords never shown,
+# and a build without libpq.  The rest of the suite runs on PostgreSQL
+# too (make test), with the same tests as on SQLite.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
+
+load test_helper
+# shellcheck disable=SC2034 # read by setup() in test_helper.bash
+PG_ONLY="the PostgreSQL backend itself"
+
+teardown() {
+	kill_bg
+}
+
+one_line_error() {
+	assert_equal "$status" "$1"
+	assert_equal "$(printf '%s\n' "$stderr" | wc -l)" 1
+	[[ $stderr == mq-*:* ]] || fail "not one line from mq: $stderr"
+}
+
+# as_schema NAME: MQ_DB for schema NAME of the test cluster (made, owned
+# by role mq).
+as_schema() {
+	psql_admin -c "CREATE SCHEMA IF NOT EXISTS $1 AUTHORIZATION mq" \
+	    >/dev/null 2>&1
+	echo "postgresql://mq@/mq?host=$MQ_PG_DIR&port=$MQ_PG_PORT&options=-csearch_path%3D$1"
+}
+
+# dump: what the test's schema holds, to compare before and after.
+dump() {
+	psql_admin -A -t -c "SELECT tablename FROM pg_tables
+	    WHERE schemaname = '$PG_SCHEMA' ORDER BY 1"
+	if sql 'SELECT 1 FROM mq_meta' >/dev/null 2>&1; then
+		sql "SELECT key, value FROM mq_meta ORDER BY key;
+		    SELECT name, next_off, msgs FROM topic ORDER BY name;
+		    SELECT off, hex(body) FROM msg ORDER BY topic, off"
+	fi
+}
+
+@test "first use makes the schema: mq_meta names the app and its version" {
+	no_db
+	run -0 mq-send t hello
+	assert_output 1
+	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
+	    ORDER BY key"
+	assert_output $'mq\n1'
+	# readers do not make it
+	PG_SCHEMA=empty_$PG_SCHEMA
+	export MQ_DB
+	MQ_DB=$(as_schema "$PG_SCHEMA")
+	run --separate-stderr mq-lag
+	one_line_error 66
+	stderr_has "no mq schema"
+	no_db
+}
+
+@test "a newer schema is refused (65), one line, nothing changed" {
+	mq-send -q t one
+	sql "UPDATE mq_meta SET value = '99' WHERE key = 'version'"
+	before=$(dump)
+	run --separate-stderr mq-send t two
+	one_line_error 65
+	stderr_has "schema version 99 is newer"
+	run --separate-stderr mq-recv -g g t
+	one_line_error 65
+	assert_equal "$(dump)" "$before"
+}
+
+@test "a schema that holds other tables and no mq_meta is refused (65), nothing made" {
+	sql 'CREATE TABLE customer (id int PRIMARY KEY, name text)'
+	before=$(dump)
+	run --separate-stderr mq-send t hello
+	one_line_error 65
+	stderr_has "not an mq database"
+	assert_equal "$(dump)" "$before"
+}
+
+@test "installations in two schemas of one database do not meet, nor do their consumers' locks" {
+	a=$(as_schema "a_$PG_SCHEMA")
+	b=$(as_schema "b_$PG_SCHEMA")
+	run -0 mq-send -d "$a" t a1 a2
+	run -0 mq-send -d "$b" t b1
+	assert_output 1
+	run -0 mq-recv -d "$b" -g g -n 0 --format '%b\n' t
+	assert_output b1
+	# consumer 1 of each holds its advisory lock: neither waits on the other
+	bg a.out mq-recv -d "$a" -g g -f --format '%b\n' -A t
+	pa=$BG
+	bg b.out mq-recv -d "$b" -g h -f --format '%b\n' -A t
+	pb=$BG
+	wait_for 10 grep -qx a2 a.out || fail "a: $(cat a.out)"
+	run -0 mq-send -d "$b" t b2
+	wait_for 10 grep -qx b2 b.out || fail "b: $(cat b.out)"
+	run -0 psql -X -A -t -d "$a" -c 'SELECT count(*) FROM consumer'
+	assert_output 1
+	kill -TERM "$pa" "$pb"
+	finish "$pa" 10
+	finish "$pb" 10
+}
+
+@test "a URL, postgres:// and a keyword string name the same database" {
+	mq-send -q t one
+	url="postgres://mq@/mq?host=$MQ_PG_DIR&port=$MQ_PG_PORT&options=-csearch_path%3D$PG_SCHEMA"
+	run -0 mq-send -d "$url" t two
+	assert_output 2
+	kw="host=$MQ_PG_DIR port=$MQ_PG_PORT dbname=mq user=mq options=-csearch_path=$PG_SCHEMA"
+	MQ_DB=$kw run -0 mq-send t three
+	assert_output 3
+	run -0 mq-recv -g g -n 0 --format '%b\n' t
+	assert_output $'one\ntwo\nthree'
+}
+
+@test "a password is never printed: errors show it masked" {
+	bad="postgresql://mq:s3cr3t-pw@127.0.0.1:$MQ_PG_PORT/mq?connect_timeout=5"
+	PGPASSFILE=/dev/null run --separate-stderr mq-send -d "$bad" t x
+	one_line_error 77
+	stderr_has "mq:***@127.0.0.1"
+	[[ $stderr != *s3cr3t* ]] || fail "password shown: $stderr"
+	kw="host=127.0.0.1 port=$MQ_PG_PORT dbname=mq user=mq password='s3cr3t pw'"
+	PGPASSFILE=/dev/null run --separate-stderr mq-lag -d "$kw"
+	one_line_error 77
+	stderr_has "password=***"
+	[[ $stderr != *s3cr3t* ]] || fail "password shown: $stderr"
+}
+
+@test "TCP with the password from PGPASSFILE, not from the URL" {
+	[ -r "$PGPASSFILE" ] || fail "no PGPASSFILE from t/pgcluster.sh"
+	tcp="postgresql://mq@127.0.0.1:$MQ_PG_PORT/mq?options=-csearch_path%3D$PG_SCHEMA"
+	run -0 mq-send -d "$tcp" t over-tcp
+	assert_output 1
+	run -0 mq-recv -d "$tcp" -g g --format '%b\n' -A t
+	assert_output over-tcp
+}
+
+@test "no server: 75 (try again), one line; no such database: 66" {
+	port=1
+	run --separate-stderr mq-send -d "postgresql://mq@127.0.0.1:$port/mq" t x
+	one_line_error 75
+	stderr_has "cannot connect"
+	run --separate-stderr mq-send -d "postgresql://mq@/nosuchdb?host=$MQ_PG_DIR&port=$MQ_PG_PORT" t x
+	one_line_error 66
+}
+
+@test "no permission: 77, one line, nothing changed" {
+	mq-send -q t one
+	psql_admin -c "DROP ROLE IF EXISTS mq_nobody; CREATE ROLE mq_nobody LOGIN" >/dev/null
+	before=$(dump)
+	url="postgresql://mq_nobody@/mq?host=$MQ_PG_DIR&port=$MQ_PG_PORT&options=-csearch_path%3D$PG_SCHEMA"
+	run --separate-stderr mq-send -d "$url" t two
+	one_line_error 77
+	stderr_has "permission denied"
+	run --separate-stderr mq-recv -d "$url" -g g t
+	one_line_error 77
+	assert_equal "$(dump)" "$before"
+}
+
+@test "a session-level advisory lock marks a live consumer; a dead one's leases come back at once" {
+	mq-topic group t g --lease 1h >/dev/null
+	mq-send -q t one two
+	# a member that holds a lease and is killed
+	bg held.out mq-recv -g g -f -j 1 t -- sleep 3600
+	victim=$BG
+	wait_for 10 sql_is "SELECT count(*) FROM delivery WHERE state = 1" 1
+	run -0 sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+	    AND granted AND classid = (SELECT value::oid FROM mq_meta
+	    WHERE key = 'lockspace')"
+	assert_output 1
+	kill -9 "$victim"
+	finish "$victim" 10
+	# the next consumer to look finds its lock free: not an hour's lease
+	run -0 mq-recv -g g -n 2 -w 5 --format '%b\n' -A t
+	assert_output $'one\ntwo'
+	run -0 sql "SELECT count(*) FROM consumer"
+	assert_output 0
+}
+
+@test "a build without libpq says so for a PostgreSQL database: one line, 64" {
+	src=$BATS_TEST_DIRNAME/..
+	make -s -C "$src" B="$BATS_TEST_TMPDIR/nopg" PG=no \
+	    "$BATS_TEST_TMPDIR/nopg/mq-send" >make.out 2>&1 ||
+	    fail "build: $(cat make.out)"
+	run --separate-stderr "$BATS_TEST_TMPDIR/nopg/mq-send" t x
+	one_line_error 64
+	stderr_has "no PostgreSQL support"
+	run --separate-stderr "$BATS_TEST_TMPDIR/nopg/mq-send" -d "host=/tmp dbname=mq" t x
+	one_line_error 64
+	run -0 "$BATS_TEST_TMPDIR/nopg/mq-send" -d "$BATS_TEST_TMPDIR/x.db" t x
+	assert_output 1
+}
+
+@test "moving a topic from SQLite: mq-replay | mq-send -0 copies bodies byte-exact; groups are set where they were" {
+	old=$BATS_TEST_TMPDIR/old.db
+	# bodies with NUL, newline, tab, bytes that are not UTF-8, and empty
+	printf 'one\0two\nlines\0a\ttab\0\377\376\0\0last\0' |
+	    mq-send -d "$old" -0 -q t
+	mq-send -d "$old" -q t six seven eight
+	mq-topic -d "$old" group t g >/dev/null
+	mq-recv -d "$old" -g g -n 3 -A t >/dev/null
+	# the recipe of mq(7): the bodies, then each group's position
+	mq-replay -d "$old" --format '%B\0' t | mq-send -0 -q t
+	run -0 sql "SELECT count(*) FROM msg"
+	assert_output 9
+	mq-topic group t g >/dev/null
+	mq-replay -g g --from-offset 4 t >/dev/null
+	# the same offsets and bodies, byte for byte; the same backlog
+	cmp <(mq-replay -d "$old" -0 t) <(mq-replay -0 t)
+	run -0 mq-recv -d "$old" -g g -n 0 --format '%o %a %b\n' t
+	want=$output
+	assert_equal "${#lines[@]}" 6
+	run -0 mq-recv -g g -n 0 --format '%o %a %b\n' t
+	assert_equal "$output" "$want"
+}
+
+@test "a writer holding a topic's row: mq-lag answers, a sender waits MQ_BUSY_TIMEOUT and gets 75" {
+	mq-send -q t one
+	mkfifo lock
+	psql -X -q -d "$MQ_DB" <lock >lock.out 2>&1 3>&- &
+	echo "$!" >>pids
+	exec 4>lock
+	echo "BEGIN; SELECT 'locked' FROM topic WHERE name = 't' FOR UPDATE;" >&4
+	wait_for 30 grep -q locked lock.out
+	run -0 mq-lag t
+	assert_line --partial "t "
+	MQ_BUSY_TIMEOUT=200ms run --separate-stderr mq-send t two
+	one_line_error 75
+	echo "ROLLBACK;" >&4
+	exec 4>&-
+	run -0 mq-send t two
+	assert_output 2
+}
+
+@test "--vacuum runs VACUUM (ANALYZE) on mq's tables" {
+	seq 100 | mq-send -q t
+	mq-recv -n 0 -A t >/dev/null
+	run -0 sql "SELECT count(*) FROM pg_stat_user_tables
+	    WHERE schemaname = current_schema() AND relname = 'msg'
+	    AND last_vacuum IS NOT NULL"
+	assert_output 0
+	run -0 mq-purge --vacuum t
+	run -0 sql "SELECT count(*) FROM msg"
+	assert_output 0
+	run -0 sql "SELECT count(*) FROM pg_stat_user_tables
+	    WHERE schemaname = current_schema() AND relname = 'msg'
+	    AND last_vacuum IS NOT NULL"
+	assert_output 1
+}
