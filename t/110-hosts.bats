@@ -57,13 +57,18 @@ make_hosts() {
 	done
 	[ "$i" -lt 200 ] || { exec {lk}>&-; fail "no free subnet in 10.213.0.0/16"; }
 	i=0
+	# ip netns add mounts /run/netns on itself if it is not a mount yet:
+	# drop_hosts undoes that (a chroot's would stay behind on the host)
+	mountpoint -q /run/netns 2>/dev/null || : >"$BATS_TEST_TMPDIR/netns-mount"
 	for h; do
 		ns=mq-hosts-$BATS_ROOT_PID-$BATS_SUITE_TEST_NUMBER-$h
 		veth=mq$BATS_ROOT_PID$BATS_SUITE_TEST_NUMBER$h	# 15 at most
 		echo "$ns $veth" >>"$BATS_TEST_TMPDIR/hosts"
-		if ! err=$(ip netns add "$ns" 2>&1); then
+		# (in a chroot it is made, but cannot be entered)
+		if ! err=$({ ip netns add "$ns" &&
+		    ip netns exec "$ns" true; } 2>&1); then
 			exec {lk}>&-
-			skip "cannot make a network namespace: $err"
+			skip "cannot make a network namespace here: $err"
 		fi
 		printf -v "HOST_NS_$h" %s "$ns"
 		printf -v "HOST_VETH_$h" %s "$veth"
@@ -139,6 +144,12 @@ drop_hosts() {
 		ip netns del "$ns" 2>/dev/null
 	done <"$BATS_TEST_TMPDIR/hosts"
 	rm -f "$BATS_TEST_TMPDIR/hosts"
+	# the mount of /run/netns ip made, once no namespace is left in it
+	if [ -e "$BATS_TEST_TMPDIR/netns-mount" ] &&
+	    [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+		umount /run/netns 2>/dev/null || :
+	fi
+	rm -f "$BATS_TEST_TMPDIR/netns-mount"
 }
 
 # host_db NAME: the test's database (its schema, as MQ_DB names it), over
