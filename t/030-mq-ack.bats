@@ -243,3 +243,17 @@ state() {
 	[[ $output == "usage: mq-ack"* ]]
 	assert_equal "$stderr" ""
 }
+
+@test "an old receipt and the live one of the same message, in one batch: the live one settles" {
+	mq-send -q t one
+	run -0 receive --lease 1s
+	old=$output
+	sleep 2	# the lease runs out: attempt 2 gets a new receipt
+	run -0 receive
+	live=$output
+	[ "$old" != "$live" ] || fail "the same receipt twice: $old"
+	run -1 --separate-stderr mq-ack "$old" "$live"
+	assert_equal "$stderr" "mq-ack: stale receipt $old: nothing changed"
+	run -0 sql 'SELECT count(*) FROM delivery'
+	assert_output 0
+}

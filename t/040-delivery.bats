@@ -629,3 +629,18 @@ delivered() {
 	jtrue '.lag == 0 and .retrying == 0' <<<"$output"
 	assert_equal "$(sql "SELECT count(*) FROM events WHERE event = 'released'")" 0
 }
+
+@test "a claim that meets a dead letter and a due message hands each message out once" {
+	# the lease of one runs out at its last attempt while two is due:
+	# one goes dead, two is delivered, once (review of the PostgreSQL
+	# claim: its due rows were taken again after a dead one)
+	mq-topic group t g --max-attempts 1 >/dev/null
+	mq-send -q t one
+	mq-send -q --delay 1s t two
+	run -0 mq-recv -g g -n 2 --lease 1s --format '%o %a %b\n' t
+	assert_output '1 1 one'
+	sleep 2
+	run -0 mq-recv -g g -n 5 --format '%o %a %b\n' t
+	assert_output '2 1 two'
+	assert_equal "$(sql "SELECT count(*) FROM delivery WHERE state = 2")" 1
+}

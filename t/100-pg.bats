@@ -247,3 +247,19 @@ dump() {
 	    AND last_vacuum IS NOT NULL"
 	assert_output 1
 }
+
+@test "a password is masked in every form of the connection string, and a malformed one is 64" {
+	for db in "host=127.0.0.1 port=$MQ_PG_PORT dbname=mq user=mq password=pw\\ s3cr3t" \
+	    "host=127.0.0.1 port=$MQ_PG_PORT dbname=mq user=mq password=pw&s3cr3t" \
+	    "host=127.0.0.1 port=$MQ_PG_PORT dbname=mq user=mq sslpassword=s3cr3t password=s3cr3t" \
+	    "postgresql://mq@127.0.0.1:$MQ_PG_PORT/mq?password=s3cr3t&connect_timeout=5"; do
+		PGPASSFILE=/dev/null run --separate-stderr mq-lag -d "$db"
+		one_line_error 77
+		[[ $stderr != *s3cr3t* ]] || fail "password shown: $stderr"
+	done
+	run --separate-stderr mq-lag -d "postgresql://mq:s3cr%zzet@127.0.0.1:$MQ_PG_PORT/mq"
+	one_line_error 64
+	[[ $stderr != *s3cr* ]] || fail "password shown: $stderr"
+	run --separate-stderr mq-lag -d "postgresql://mq@127.0.0.1:$MQ_PG_PORT/mq?nosuch=1"
+	one_line_error 64
+}

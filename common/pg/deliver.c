@@ -384,7 +384,14 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 	uint32_t token = 0;
 
 	k->delivered++;
-	if (!m->body) {		/* purged under a delivery */
+	if (!m->body) {		/* purged under a delivery: the row goes */
+		if (existed) {
+			pg_arr_int(&k->l_off, -m->off);
+			pg_arr_int(&k->l_att, 0);
+			pg_arr_int(&k->l_exp, 0);
+			pg_arr_int(&k->l_tok, 0);
+			pg_arr_str(&k->l_key, NULL);
+		}
 		mq_msg_free(m);
 		return;
 	}
@@ -646,6 +653,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 {
 	struct claimer k;
 	PGresult *r;
+	int64_t dead0;
 	int rc, i;
 
 	memset(&k, 0, sizeof k);
@@ -686,10 +694,13 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	k.now = pg_now();
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;
+	/* again only after a round that went all dead: the rows it
+	   delivered are not leased until write_claim, and would come back */
 	do {
+		dead0 = k.dead;
 		if ((rc = claim_due(&k)) < 0)
 			goto retry;
-	} while (rc > 0 && k.n < k.max && k.dead);
+	} while (rc > 0 && k.n < k.max && k.dead - dead0 == rc);
 	if (k.n < k.max && (rc = claim_new(&k)) < 0)
 		goto retry;
 	if ((rc = write_claim(&k)) < 0)
@@ -901,13 +912,13 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
 	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
 	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
-	    "d.token = v.t RETURNING d.off, d.attempt, d.since, d.host, "
-	    "d.pid), h AS (INSERT INTO history (grp, off, ts, n, attempt, "
+	    "d.token = v.t RETURNING d.off, d.attempt, d.token, d.since, "
+	    "d.host, d.pid), h AS (INSERT INTO history (grp, off, ts, n, attempt, "
 	    "event, host, pid, since, dhost, dpid) SELECT $1, off, $5, "
-	    "$6::bigint + row_number() OVER (ORDER BY off), attempt, "
+	    "$6::bigint + row_number() OVER (ORDER BY off) - 1, attempt, "
 	    "'acked', $7, $8, since, host, pid FROM gone), u AS (UPDATE grp "
 	    "SET settled = settled + (SELECT count(*) FROM gone) WHERE "
-	    "id = $1) SELECT off FROM gone",
+	    "id = $1) SELECT off, attempt, token FROM gone",
 	    8, pg_int(q, c->g.id), pg_arr_end(&c->a_off),
 	    pg_arr_end(&c->a_att), pg_arr_end(&c->a_tok), pg_int(q, pg_now()),
 	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid())));
@@ -917,6 +928,8 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 		off = pg_get(r, k, 0);
 		for (i = 0; i < c->na; i++)
 			if (st[c->a_at[i]].r.off == off &&
+			    st[c->a_at[i]].r.attempt == pg_get(r, k, 1) &&
+			    st[c->a_at[i]].r.token == (uint32_t)pg_get(r, k, 2) &&
 			    st[c->a_at[i]].result == -1) {
 				st[c->a_at[i]].result = MQ_SETTLED;
 				got++;
@@ -1031,15 +1044,25 @@ unlock(struct pgq *q, int64_t id)
  * registered (0 if another consumer gave it up meanwhile).
  */
 int
-pg_relock(struct pgq *q)
+pg_relock(struct pgq *q, int64_t until)
 {
 	PGresult *r;
 	int64_t id = q->lockkey;
-	int alive;
+	int alive, got;
 
-	r = lock(q, "pg_advisory_lock", id);
-	if (r)
-		PQclear(r);
+	/* after a blip the old session may live on until the server drops
+	   it (the keepalive bound): its lock goes with it */
+	for (;;) {
+		r = lock(q, "pg_try_advisory_lock", id);
+		got = r && !strcmp(PQgetvalue(r, 0, 0), "t");
+		if (r)
+			PQclear(r);
+		if (got)
+			break;
+		if (pg_now() >= until || mq_stop)
+			return 0;
+		sleep(1);
+	}
 	r = pg_q(q, "cannot read consumers", "SELECT 1 FROM consumer WHERE "
 	    "id = $1", 1, pg_int(q, id));
 	alive = r && PQntuples(r) > 0;

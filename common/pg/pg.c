@@ -79,6 +79,7 @@ static char *
 mask(const char *conn)
 {
 	char *s = mq_strdup(conn), *p, *q, *at, *e;
+	int uri = strstr(s, "://") != NULL;
 
 	if ((p = strstr(s, "://")) && (at = strchr(p + 3, '@')) &&
 	    (q = memchr(p + 3, ':', at - (p + 3))) && q + 1 < at) {
@@ -90,7 +91,7 @@ mask(const char *conn)
 		while (*q == ' ')
 			q++;
 		if (*q != '=' || (p > s && (isalnum((unsigned char)p[-1]) ||
-		    p[-1] == '_')))
+		    p[-1] == '_') && !(p - s >= 3 && !strncmp(p - 3, "ssl", 3))))
 			continue;
 		q++;
 		while (*q == ' ')
@@ -101,8 +102,11 @@ mask(const char *conn)
 				e += *e == '\\' && e[1];
 		if (*e == '\'')
 			e++;
+		else if (uri)
+			e += strcspn(e, "&");
 		else
-			e += strcspn(e, " &");
+			for (; *e && *e != ' '; e++)	/* \ escapes a space */
+				e += *e == '\\' && e[1];
 		if (e > q) {
 			memmove(q + 3, e, strlen(e) + 1);
 			memcpy(q, "***", 3);
@@ -136,7 +140,7 @@ status_of(const char *state, int conn_ok)
 	if (!strncmp(state, "08", 2) || !strcmp(state, "57P01") ||
 	    !strcmp(state, "57P02") || !strcmp(state, "57P03") ||
 	    !strcmp(state, "55P03") || !strcmp(state, "57014") ||
-	    !strncmp(state, "53300", 5))
+	    !strncmp(state, "53300", 5) || !strcmp(state, "25006"))
 		return MQ_EX_TEMPFAIL;	/* try again */
 	if (!strcmp(state, "42501") || !strncmp(state, "28", 2))
 		return MQ_EX_NOPERM;
@@ -465,10 +469,22 @@ mq_pg_open(const char *conn, int mode)
 		mq_die(MQ_EX_SOFTWARE, "out of memory");
 	if (PQstatus(q->conn) != CONNECTION_OK) {
 		first_line(PQerrorMessage(q->conn), buf, sizeof buf);
+		if (strstr(buf, "percent-encoded"))	/* it quotes the text */
+			mq_die(MQ_EX_USAGE, "cannot connect to %s: invalid "
+			    "percent-encoding in the connection string",
+			    q->shown);
+		if (strstr(buf, "invalid URI") || strstr(buf, "invalid "
+		    "connection option") || strstr(buf, "missing \"=\"") ||
+		    strstr(buf, "unterminated quoted string") ||
+		    strstr(buf, "invalid sslmode") || strstr(buf, "invalid "
+		    "integer value"))
+			mq_die(MQ_EX_USAGE, "cannot connect to %s: %s",
+			    q->shown, buf);
 		/* a refusal is 77, a missing database 66; else try again */
 		mq_die(PQconnectionNeedsPassword(q->conn) ||
 		    strstr(buf, "authentication failed") ||
 		    strstr(buf, "permission denied") ||
+		    strstr(buf, "pg_hba.conf") ||
 		    (strstr(buf, "role \"") && strstr(buf, "does not exist")) ?
 		    MQ_EX_NOPERM : strstr(buf, "does not exist") ?
 		    MQ_EX_NOINPUT : MQ_EX_TEMPFAIL, "cannot connect to %s: %s",

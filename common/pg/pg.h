@@ -101,7 +101,7 @@ int	 pg_history(struct pgq *, int64_t grp, int64_t off, int attempt,
 	    const char *event, const char *reason, int64_t since,
 	    const char *dhost, int64_t dpid);
 int64_t	 pg_release(struct pgq *, int64_t consumer, int64_t now);
-int	 pg_relock(struct pgq *);
+int	 pg_relock(struct pgq *, int64_t until);
 
 /* The operations, as pg.c lists them in its table. */
 int	 pg_topic_get(struct mq *, const char *, struct mq_topic *);

@@ -129,7 +129,7 @@ reconnect(struct pgq *q, struct pg_waiter *w)
 		sleep(1);
 	}
 	pg_session(q);
-	if (q->lockkey && !pg_relock(q))
+	if (q->lockkey && !pg_relock(q, pg_now() + RECONNECT_MS))
 		mq_die(MQ_EX_TEMPFAIL, "lost connection to %s, and this "
 		    "consumer was given up meanwhile: start again", q->shown);
 	w->id = 0;
