@@ -357,6 +357,10 @@ void	 mq_rule_fail(const struct mq_group *, int attempt, int64_t now,
 	    int64_t delay, const char *why, struct mq_verdict *);
 int	 mq_rule_expired(const struct mq_group *, int attempt, int expired,
 	    struct mq_verdict *);
+void	 mq_rule_stamp(int64_t now, int64_t last_ts, int64_t delay,
+	    int64_t at, int64_t *ts, int64_t *due);
+int64_t	 mq_rule_move(const struct mq_move *, int64_t at_time, int64_t pos,
+	    int64_t first, int64_t next_off);
 
 /*
  * follow.c: the one loop that claims, waits and keeps a consumer's leases

@@ -10,6 +10,10 @@
  *   word: at max_attempts it becomes a dead letter, otherwise it is due
  *   again at once.
  * - The backoff schedule's last step repeats.
+ * - A message's time never goes back within its topic, and it is never
+ *   due before it was sent.
+ * - A group moved before the oldest message stored goes on from it, and
+ *   one moved past the end waits at the end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -64,4 +68,41 @@ mq_rule_expired(const struct mq_group *g, int attempt, int expired,
 	snprintf(v->reason, sizeof v->reason, "lease expired %d times",
 	    expired);
 	return 1;
+}
+
+/*
+ * The time and due time of messages appended at now to a topic whose
+ * last message has last_ts, with --delay (or -1) or --at (or -1).
+ */
+void
+mq_rule_stamp(int64_t now, int64_t last_ts, int64_t delay, int64_t at,
+    int64_t *ts, int64_t *due)
+{
+	*ts = now > last_ts ? now : last_ts;
+	*due = delay >= 0 ? now + delay : at >= 0 ? at : *ts;
+	if (*due < *ts)
+		*due = *ts;
+}
+
+/*
+ * Where a move puts a group now at pos, in a topic whose oldest stored
+ * offset is first (0: none) and whose next is next_off; at_time is the
+ * backend's offset for MQ_TO_TIME.
+ */
+int64_t
+mq_rule_move(const struct mq_move *m, int64_t at_time, int64_t pos,
+    int64_t first, int64_t next_off)
+{
+	int64_t to, lo = first ? first : next_off;
+
+	switch (m->to) {
+	case MQ_TO_EARLIEST: to = 1; break;
+	case MQ_TO_LATEST: to = next_off; break;
+	case MQ_TO_TIME: to = at_time; break;
+	case MQ_TO_OFFSET: to = m->arg; break;
+	default: to = pos + m->arg; break;
+	}
+	if (to < lo)
+		to = lo;
+	return to > next_off ? next_off : to;
 }

@@ -87,10 +87,7 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			return MQ_E_TOOBIG;
 		}
 	now = pg_now();
-	ts = now > t.last_ts ? now : t.last_ts;	/* times never go back */
-	due = a->delay >= 0 ? now + a->delay : a->at >= 0 ? a->at : ts;
-	if (due < ts)
-		due = ts;
+	mq_rule_stamp(now, t.last_ts, a->delay, a->at, &ts, &due);
 	/* dedup ids seen inside the window keep their first offset */
 	for (i = 0; i < n; i++) {
 		out[i].off = 0;

@@ -178,22 +178,10 @@ move(struct pgq *q, const char *topic, const char *group,
 			pg_rollback(q);
 		return rc;
 	}
-	switch (m->to) {
-	case MQ_TO_EARLIEST: pos = 1; break;
-	case MQ_TO_LATEST: pos = t.next_off; break;
-	case MQ_TO_TIME: pos = offset_at(q, &t, m->arg); break;
-	case MQ_TO_OFFSET: pos = m->arg; break;
-	default: pos = g.pos + m->arg; break;
-	}
-	if (pos == PG_RETRY && m->to == MQ_TO_TIME)
+	pos = m->to == MQ_TO_TIME ? offset_at(q, &t, m->arg) : 0;
+	if (pos == PG_RETRY || (first = pg_first_off(q, t.id)) < 0)
 		return PG_RETRY;
-	/* a group before the oldest message continues from the oldest one */
-	if ((first = pg_first_off(q, t.id)) < 0)
-		return PG_RETRY;
-	if (pos < (first ? first : t.next_off))
-		pos = first ? first : t.next_off;
-	if (pos > t.next_off)
-		pos = t.next_off;
+	pos = mq_rule_move(m, pos, g.pos, first, t.next_off);
 	out->from = g.pos;
 	out->to = pos;
 	if (pos == g.pos && m->to == MQ_TO_SHIFT) {

@@ -106,8 +106,7 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 			return MQ_E_TOOBIG;
 		}
 	now = mq_now();
-	ts = now > t.last_ts ? now : t.last_ts;	/* times never go back */
-	due = a->delay >= 0 ? now + a->delay : a->at >= 0 ? a->at : ts;
+	mq_rule_stamp(now, t.last_ts, a->delay, a->at, &ts, &due);
 	off = t.next_off;
 	for (i = 0; i < n; i++) {
 		out[i].dup = 0;

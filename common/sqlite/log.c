@@ -151,19 +151,9 @@ sq_move(struct mq *mq, const char *topic, const char *group,
 		sq_rollback(q);
 		return rc;
 	}
-	switch (m->to) {
-	case MQ_TO_EARLIEST: pos = 1; break;
-	case MQ_TO_LATEST: pos = t.next_off; break;
-	case MQ_TO_TIME: pos = offset_at(q, &t, m->arg); break;
-	case MQ_TO_OFFSET: pos = m->arg; break;
-	default: pos = g.pos + m->arg; break;
-	}
-	/* a group before the oldest message continues from the oldest one */
+	pos = m->to == MQ_TO_TIME ? offset_at(q, &t, m->arg) : 0;
 	first = sq_first_off(q, t.id);
-	if (pos < (first ? first : t.next_off))
-		pos = first ? first : t.next_off;
-	if (pos > t.next_off)
-		pos = t.next_off;
+	pos = mq_rule_move(m, pos, g.pos, first, t.next_off);
 	out->from = g.pos;
 	out->to = pos;
 	if (pos == g.pos && m->to == MQ_TO_SHIFT) {
