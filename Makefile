@@ -146,7 +146,7 @@ bench-pg: all
 
 lint: need
 	mandoc -Tlint -Wwarning man/*.[0-9]
-	shellcheck t/*.bats t/*.bash t/*.sh t/fuzz/run.sh bench/*.sh
+	shellcheck -x t/*.bats t/*.bash t/*.sh t/fuzz/run.sh bench/*.sh
 
 # libFuzzer targets for every parser and output round trip (t/fuzz/),
 # FUZZ_SECONDS each (default 10); clang is installed like the rest.

@@ -198,41 +198,10 @@ export MQ_DB
 unset MQ_SYNC MQ_PG_TRIPS	# durable defaults; no counts on stderr
 fresh rawb
 
-# Nanoseconds since the epoch (GNU date; python3 where %N is missing).
-case $(date +%N) in
-*[!0-9]*|'')
-	command -v python3 >/dev/null || die "need GNU date (+%N) or python3 for a ns clock"
-	now_ns() { python3 -c 'import time; print(time.time_ns())'; } ;;
-*)
-	now_ns() { date +%s%N; } ;;
-esac
-now_ms() { _t=$(now_ns); echo $((_t / 1000000)); }
+# shellcheck source=bench/lib.sh
+. "$SRC/lib.sh"
+BROKEN=0
 
-# tic, then toc: us is the wall time between them, in microseconds.
-tic() {
-	_tic=$(now_ns)
-}
-toc() {
-	_toc=$(now_ns)
-	us=$(((_toc - _tic) / 1000))
-	[ "$us" -gt 0 ] || us=1
-}
-
-# bounded CMD [ARG ...]: runs CMD, killed after BENCH_TIMEOUT seconds.
-if command -v timeout >/dev/null; then
-	bounded() { timeout "$TO" "$@"; }
-else
-	bounded() { "$@"; }
-fi
-
-# helper NAME ...: compiles bench/NAME.c into $TMP/bin/NAME (once).
-helper() {
-	for _h; do
-		[ -x "$TMP/bin/$_h" ] && continue
-		"$CC" -O2 -o "$TMP/bin/$_h" "$SRC/$_h.c" ||
-		    die "cannot build bench/$_h.c"
-	done
-}
 # rawpg, linked with libpq, is built (each run) into BUILD_DIR/bench/.
 RAWPG=$B/bench/rawpg
 mkdir -p "$B/bench" || die "cannot make $B/bench"
@@ -244,76 +213,8 @@ rawpg() {
 	bounded "$RAWPG" "$@" || die "rawpg $1 failed"
 }
 
-# dist FILE: count, p50, p90, p99 and max of the integers in FILE, one a
-# line (nearest rank), as "N P50 P90 P99 MAX"; "0 0 0 0 0" when empty.
-dist() {
-	sort -n "$1" | awk '{ v[NR] = $1 }
-	function r(p,  i) { i = int(p * NR / 100); if (i < p * NR / 100) i++
-		return v[i < 1 ? 1 : i] }
-	END { if (NR == 0) print "0 0 0 0 0"
-	      else print NR, r(50), r(90), r(99), v[NR] }'
-}
 p50() {
 	dist "$1" | awk '{ print $2 }'
-}
-
-# us2ms US: microseconds as milliseconds with 2 decimals.
-us2ms() {
-	awk -v u="$1" 'BEGIN { printf "%.2f", u / 1000 }'
-}
-
-# decimal A B [PLACES]: A / B as a decimal with PLACES (default 3) digits.
-decimal() {
-	_p=${3:-3}
-	_s=1
-	_i=0
-	while [ "$_i" -lt "$_p" ]; do _s=$((_s * 10)); _i=$((_i + 1)); done
-	_q=$(($1 * _s / $2))
-	printf '%d.%0*d' $((_q / _s)) "$_p" $((_q % _s))
-}
-
-# rate COUNT US: COUNT per second over US microseconds.
-rate() {
-	echo $(($1 * 1000000 / $2))
-}
-
-# ratio A B: A / B with 2 decimals.
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
-}
-
-# keep_min VAR VALUE, keep_max VAR VALUE: VAR becomes VALUE if it is
-# empty or VALUE is better.
-keep_min() {
-	eval "_k=\${$1:-}"
-	if [ -z "$_k" ] || [ "$2" -lt "$_k" ]; then eval "$1=\$2"; fi
-}
-keep_max() {
-	eval "_k=\${$1:-}"
-	if [ -z "$_k" ] || [ "$2" -gt "$_k" ]; then eval "$1=\$2"; fi
-}
-
-# Figures.  result NAME TEXT OK prints "NAME: TEXT PASS" (OK 1) or FAIL,
-# and counts it.
-PASSED=0 FAILED=0 FAILS='' BROKEN=0
-result() {
-	if [ "$3" = 1 ]; then
-		PASSED=$((PASSED + 1))
-		printf '%s: %s PASS\n' "$1" "$2"
-	else
-		FAILED=$((FAILED + 1))
-		FAILS="$FAILS $1"
-		printf '%s: %s FAIL\n' "$1" "$2" | tee -a "$TMP/fails"
-	fi
-}
-
-# fig NAME LABEL VALUE BASE_LABEL BASE_VALUE UNIT RATIO OP TARGET: a figure
-# line, PASS when RATIO OP TARGET holds (OP: >=, <=, <, >).
-fig() {
-	_ok=$(awk -v r="$7" -v op="$8" -v t="$9" 'BEGIN {
-		print (op == ">=" ? r >= t : op == "<=" ? r <= t : \
-		    op == "<" ? r < t : r > t) ? 1 : 0 }')
-	result "$1" "$2 $3 $6, $4 $5 $6, ratio $7 (target $8 $9)" "$_ok"
 }
 
 # status ST: an exit status in words.
