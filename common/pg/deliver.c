@@ -286,7 +286,7 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    a->at >= 0 ? pg_int(q, a->at) : NULL;
 	v[7] = a->key;
 	v[8] = chan;
-	q->autocommit = 1;
+	q->committing = 1;
 	r = pg_run(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
 	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
 	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
@@ -296,7 +296,7 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "unnest($2::bytea[]) WITH ORDINALITY AS u(b, o)) SELECT first, "
 	    "pg_notify($9 || id, '') FROM t", 9, v, len, fmt,
 	    "cannot store messages");
-	q->autocommit = 0;
+	q->committing = 0;
 	free(bodies);
 	if (!r)
 		return PG_RETRY;

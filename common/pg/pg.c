@@ -163,8 +163,7 @@ pg_die(struct pgq *q, PGresult *r, const char *what)
 	first_line(r ? PQresultErrorMessage(r) : PQerrorMessage(q->conn), buf,
 	    sizeof buf);
 	/* mq(7): the one case where 75 does not mean "nothing was done" */
-	if (PQstatus(q->conn) != CONNECTION_OK && (q->autocommit ||
-	    (q->in_tx && !strcmp(what, "cannot commit"))))
+	if (PQstatus(q->conn) != CONNECTION_OK && q->committing)
 		what = "connection lost while committing, so it may or may "
 		    "not have been done";
 	mq_die(status_of(state, PQstatus(q->conn) == CONNECTION_OK),
@@ -284,8 +283,11 @@ pg_begin(struct pgq *q)
 int
 pg_commit(struct pgq *q)
 {
-	PGresult *r = pg_q(q, "cannot commit", "COMMIT", 0);
+	PGresult *r;
 
+	q->committing = 1;
+	r = pg_q(q, "cannot commit", "COMMIT", 0);
+	q->committing = 0;
 	if (!r)
 		return PG_RETRY;
 	PQclear(r);

@@ -27,7 +27,8 @@ struct pgq {
 	char		*shown;		/* the connection, password masked */
 	int		 mode;
 	int		 in_tx;
-	int		 autocommit;	/* a write that commits as it ends */
+	int		 committing;	/* a COMMIT, or a write that commits as
+					   it ends, is under way */
 	char		 num[16][24];	/* pg_int's buffers */
 	int		 nnum;
 	int64_t		 lockkey;	/* our consumer's advisory lock; 0: none */
