@@ -98,7 +98,10 @@ sql() {
 	if [ -n "$PG" ]; then
 		psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$MQ_DB" -c "$1"
 	else
-		sqlite3 "$MQ_DB" "$@"
+		# A reader meets a lock for a moment when the last connection
+		# of a program that just exited checkpoints and removes the
+		# WAL: wait for it as mq's own programs do.
+		sqlite3 -cmd '.timeout 30000' "$MQ_DB" "$@"
 	fi
 }
 
