@@ -286,17 +286,15 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    a->at >= 0 ? pg_int(q, a->at) : NULL;
 	v[7] = a->key;
 	v[8] = chan;
-	q->committing = 1;
-	r = pg_run(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
+	r = pg_run_flush(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
 	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
 	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
 	    "next_off - $3 AS first, last_ts AS ts), i AS (INSERT INTO msg "
 	    "(topic, off, ts, due, key, body) SELECT t.id, t.first + u.o - 1, "
 	    "t.ts, greatest(t.ts, $7::bigint), $8, u.b FROM t, "
 	    "unnest($2::bytea[]) WITH ORDINALITY AS u(b, o)) SELECT first, "
-	    "pg_notify($9 || id, '') FROM t", 9, v, len, fmt,
-	    "cannot store messages");
-	q->committing = 0;
+	    "pg_notify($9 || id, ''), set_config('synchronous_commit', "
+	    "'off', true) FROM t", 9, v, len, fmt, "cannot store messages");
 	free(bodies);
 	if (!r)
 		return PG_RETRY;
@@ -688,6 +686,9 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	} else if (pg_topic_ensure(q, c->topic, &k.t, 0) < 0 ||
 	    pg_group_ensure(q, &k.t, c->group, c->latest, &k.g, 1) < 0)
 		return PG_RETRY;
+	/* after the lock: what it hands out is handed out from now on (a
+	   due row is read afresh below, not in the snapshot of the lock's
+	   statement, which is older than the wait for the lock) */
 	k.now = pg_now();
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;
@@ -705,7 +706,9 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	if (next)
 		*next = k.n ? k.now : next_due(q, k.g.id, k.now);
 	free_arrays(&k);
-	if (pg_commit(q)) {
+	/* a claim need not be durable (it would be made again), what it
+	   hands out must be; an auto-ack must */
+	if (c->autoack ? pg_commit(q) : pg_commit_seen(q, k.n > 0)) {
 		for (i = 0; i < k.n; i++)
 			mq_msg_free(&out[i]);
 		return PG_RETRY;

@@ -53,6 +53,7 @@ static const struct mq_backend pg_backend = {
 	.move = pg_move,
 	.redrive = pg_redrive,
 	.trace = pg_trace,
+	.list = pg_list,
 	.purge = pg_purge,
 	.vacuum = pg_vacuum,
 	.join = pg_join,
@@ -188,6 +189,37 @@ retryable(PGresult *r)
 	return state && (!strcmp(state, "40001") || !strcmp(state, "40P01"));
 }
 
+static void pipe_part(struct pgq *, PGresult **, PGresult **);
+
+/*
+ * The first statement of a write transaction, with its BEGIN and the
+ * commit that does not wait for the flush (see pg_begin): one pipeline,
+ * one round trip.  Its result, or the first error.
+ */
+static PGresult *
+begin_run(struct pgq *q, const char *sql, int n, const char *const *v,
+    const int *len, const int *fmt, const char *what)
+{
+	PGresult *r = NULL, *err = NULL;
+
+	q->begin = 0;
+	if (!PQenterPipelineMode(q->conn) ||
+	    !PQsendQueryParams(q->conn, "BEGIN", 0, NULL, NULL, NULL, NULL,
+	    0) || (!q->async && !PQsendQueryParams(q->conn, "SELECT "
+	    "set_config('synchronous_commit', 'off', true)", 0, NULL, NULL,
+	    NULL, NULL, 0)) ||
+	    !PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0) ||
+	    !PQpipelineSync(q->conn))
+		pg_die(q, NULL, what);
+	pipe_part(q, &r, &err);
+	PQexitPipelineMode(q->conn);
+	if (err) {
+		PQclear(r);
+		return err;
+	}
+	return r;
+}
+
 /*
  * Runs one statement; dies on an error, except a deadlock or
  * serialization failure: then it rolls back and returns NULL, and the
@@ -197,7 +229,8 @@ PGresult *
 pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
     const int *len, const int *fmt, const char *what)
 {
-	PGresult *r = PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0);
+	PGresult *r = q->begin ? begin_run(q, sql, n, v, len, fmt, what) :
+	    PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0);
 	ExecStatusType st = PQresultStatus(r);
 
 	q->trips++;
@@ -268,31 +301,183 @@ pg_bytes(PGresult *r, int row, int col, size_t *len)
 	return out;
 }
 
+/*
+ * A write transaction commits without waiting for the server's flush
+ * (synchronous_commit off for it alone), so the rows it locked (a topic's
+ * next_off, a group's row) are free for the next writer at once; then,
+ * for a write that must be durable, pg_flush waits for the flush outside
+ * any lock, and flushes that run at once share one sync of the WAL (the
+ * server's group commit), as SQLite's commits do in the queue of
+ * engine.c.  Readers may see such a commit before it is on disk: what
+ * they show, they flush first.
+ */
 int
 pg_begin(struct pgq *q)
 {
-	PGresult *r = pg_q(q, "cannot start transaction", "BEGIN", 0);
-
-	if (!r)
-		return PG_RETRY;
-	PQclear(r);
 	q->in_tx = 1;
+	q->begin = 1;	/* sent with the first statement: see pg_run */
 	return 0;
 }
 
-int
-pg_commit(struct pgq *q)
+/*
+ * Waits until the server's WAL is flushed up to $1 (NULL: all it holds
+ * now), as its synchronous_commit makes a commit wait: when it is not
+ * yet, one transactional WAL record (a logical message) whose commit
+ * waits for the flush.  Nothing is written when the flush is there
+ * already, or on a standby.
+ */
+#define FLUSH_SQL	"SELECT CASE WHEN pg_is_in_recovery() THEN NULL " \
+	"WHEN pg_current_wal_flush_lsn() >= coalesce($1::pg_lsn, " \
+	"pg_current_wal_insert_lsn()) THEN NULL ELSE " \
+	"pg_logical_emit_message(true, 'mq', '') END"
+#define FLUSH_SQL_NOW	"SELECT CASE WHEN pg_is_in_recovery() THEN NULL " \
+	"WHEN pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() " \
+	"THEN NULL ELSE pg_logical_emit_message(true, 'mq', '') END"
+
+void
+pg_flush(struct pgq *q, const char *lsn)
 {
 	PGresult *r;
 
+	if (q->async)
+		return;
 	q->committing = 1;
-	r = pg_q(q, "cannot commit", "COMMIT", 0);
+	while (!(r = pg_q(q, "cannot commit", FLUSH_SQL, 1, lsn)))
+		;
 	q->committing = 0;
-	if (!r)
-		return PG_RETRY;
+	PQclear(r);
+}
+
+/*
+ * The results of one part of a pipeline, up to its sync: the last
+ * statement's is kept in *keep, the first error in *err (a lost
+ * connection is one).
+ */
+static void
+pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
+{
+	PGresult *r;
+	int nulls = 0;
+
+	while (nulls < 2) {
+		if (!(r = PQgetResult(q->conn))) {
+			nulls++;	/* the end of a statement's results */
+			continue;
+		}
+		nulls = 0;
+		switch (PQresultStatus(r)) {
+		case PGRES_PIPELINE_SYNC:
+			PQclear(r);
+			return;
+		case PGRES_TUPLES_OK:
+		case PGRES_COMMAND_OK:
+			PQclear(*keep);		/* the last statement's */
+			*keep = r;
+			continue;
+		case PGRES_PIPELINE_ABORTED:
+			break;
+		default:
+			if (!*err) {
+				*err = r;
+				continue;
+			}
+		}
+		PQclear(r);
+	}
+	if (!*err)	/* no sync came: the connection is gone */
+		*err = PQmakeEmptyPGresult(q->conn, PGRES_FATAL_ERROR);
+}
+
+/*
+ * pg_run of a statement that commits as it ends (autocommit), and then,
+ * in the same round trip (a pipeline), pg_flush.  NULL: start over, as
+ * for pg_run; the flush runs only after the statement succeeded.
+ */
+PGresult *
+pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
+    const int *len, const int *fmt, const char *what)
+{
+	PGresult *r = NULL, *flushed = NULL, *err = NULL;
+	const char *nul[1] = { NULL };
+
+	if (q->async)
+		return pg_run(q, sql, n, v, len, fmt, what);
+	q->committing = 1;
+	if (!PQenterPipelineMode(q->conn) ||
+	    !PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0) ||
+	    !PQpipelineSync(q->conn) ||
+	    !PQsendQueryParams(q->conn, FLUSH_SQL, 1, NULL, nul, NULL, NULL,
+	    0) || !PQpipelineSync(q->conn))
+		pg_die(q, NULL, what);
+	q->trips++;
+	pipe_part(q, &r, &err);
+	if (err) {		/* the statement failed: no flush to wait for */
+		PQclear(r);
+		r = NULL;
+		pipe_part(q, &r, &flushed);
+		PQclear(r);
+		PQclear(flushed);
+		PQexitPipelineMode(q->conn);
+		if (PQstatus(q->conn) == CONNECTION_OK && retryable(err)) {
+			q->committing = 0;
+			PQclear(err);
+			return NULL;
+		}
+		pg_die(q, err, what);
+	}
+	pipe_part(q, &flushed, &err);
+	PQexitPipelineMode(q->conn);
+	q->committing = 0;
+	if (err)
+		pg_die(q, err, "cannot commit");
+	PQclear(flushed);
+	return r;
+}
+
+static int
+commit(struct pgq *q, int flush)
+{
+	PGresult *r;
+
+	if (q->begin) {		/* nothing was done */
+		q->begin = q->in_tx = 0;
+		return 0;
+	}
+	/* the flush in the same round trip, a transaction of its own */
+	q->committing = 1;
+	r = PQexec(q->conn, flush && !q->async ? "COMMIT; " FLUSH_SQL_NOW :
+	    "COMMIT");
+	q->trips++;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK &&
+	    PQresultStatus(r) != PGRES_TUPLES_OK) {
+		if (PQstatus(q->conn) == CONNECTION_OK && retryable(r)) {
+			PQclear(r);
+			q->committing = q->in_tx = 0;	/* rolled back */
+			return PG_RETRY;
+		}
+		pg_die(q, r, "cannot commit");
+	}
+	q->committing = 0;
 	PQclear(r);
 	q->in_tx = 0;
 	return 0;
+}
+
+/* Commits, and for a write returns once it is durable. */
+int
+pg_commit(struct pgq *q)
+{
+	return commit(q, q->in_tx == 1);
+}
+
+/*
+ * Commits a write that need not be durable itself (a claim), and makes
+ * durable what it read if it shows anything.
+ */
+int
+pg_commit_seen(struct pgq *q, int shows)
+{
+	return commit(q, shows);
 }
 
 /* A read-only transaction that sees one snapshot throughout. */
@@ -305,16 +490,16 @@ pg_begin_read(struct pgq *q)
 	if (!r)
 		return PG_RETRY;
 	PQclear(r);
-	q->in_tx = 1;
+	q->in_tx = 2;
 	return 0;
 }
 
 void
 pg_rollback(struct pgq *q)
 {
-	if (q->in_tx)
+	if (q->in_tx && !q->begin)
 		PQclear(PQexec(q->conn, "ROLLBACK"));
-	q->in_tx = 0;
+	q->in_tx = q->begin = 0;
 }
 
 void

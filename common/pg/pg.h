@@ -26,7 +26,8 @@ struct pgq {
 	PGconn		*conn;
 	char		*shown;		/* the connection, password masked */
 	int		 mode;
-	int		 in_tx;
+	int		 in_tx;		/* 1 a write, 2 a read-only snapshot */
+	int		 begin;		/* a write's BEGIN, not sent yet */
 	int		 committing;	/* a COMMIT, or a write that commits as
 					   it ends, is under way */
 	char		 num[16][24];	/* pg_int's buffers */
@@ -47,6 +48,9 @@ const char *pg_int(struct pgq *, int64_t);
 PGresult *pg_run(struct pgq *, const char *sql, int n, const char *const *v,
 	    const int *len, const int *fmt, const char *what);
 PGresult *pg_q(struct pgq *, const char *what, const char *sql, int n, ...);
+PGresult *pg_run_flush(struct pgq *, const char *sql, int n,
+	    const char *const *v, const int *len, const int *fmt,
+	    const char *what);
 int	 pg_ok(PGresult *);
 int64_t	 pg_get(PGresult *, int row, int col);
 char	*pg_str(PGresult *, int row, int col);
@@ -55,6 +59,8 @@ int	 pg_null(PGresult *, int row, int col);
 unsigned char *pg_bytes(PGresult *, int row, int col, size_t *len);
 int	 pg_begin(struct pgq *);
 int	 pg_commit(struct pgq *);
+int	 pg_commit_seen(struct pgq *, int shows);
+void	 pg_flush(struct pgq *, const char *lsn);
 int	 pg_begin_read(struct pgq *);
 void	 pg_session(struct pgq *);
 void	 pg_rollback(struct pgq *);
@@ -141,6 +147,7 @@ int	 pg_move(struct mq *, const char *, const char *,
 int	 pg_redrive(struct mq *, const char *, const char *, const int64_t *,
 	    int *, int, int, int64_t *);
 int	 pg_trace(struct mq *, const char *, int64_t, struct mq_trace *);
+int	 pg_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 pg_purge(struct mq *, const char *, struct mq_purge *);
 void	 pg_vacuum(struct mq *);
 

@@ -615,7 +615,7 @@ snapshot(struct pgq *q, struct mq_lag *L)
 	TRY(r, pg_q(q, "cannot start read", "BEGIN ISOLATION LEVEL "
 	    "REPEATABLE READ READ ONLY", 0));
 	PQclear(r);
-	q->in_tx = 1;
+	q->in_tx = 2;
 	L->now = pg_now();
 	if (L->topic && (rc = pg_topic_row(q, L->topic, &one, 0)) <= 0) {
 		pg_rollback(q);
