@@ -26,7 +26,7 @@ B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
 LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/policy.c common/backend.c common/follow.c common/exec.c \
-	common/out.c common/input.c common/table.c common/lag.c \
+	common/out.c common/input.c common/table.c common/lag.c common/list.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \

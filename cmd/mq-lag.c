@@ -26,7 +26,11 @@ static const char synopsis[] =
     "[[TOPIC/]GROUP=]DUR]\n"
     "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
     "[[TOPIC/]GROUP=]N]\n"
-    "              [--watch [DUR]] [TOPIC [GROUP]]\n";
+    "              [--watch [DUR]] [TOPIC [GROUP]]\n"
+    "       mq-lag [-d FILE] --messages [--state STATE[,...]] [-k KEY] "
+    "[-n N]\n"
+    "              [--from-offset N] [--to-offset N] [--json] TOPIC "
+    "GROUP\n";
 
 static void
 table(int watch)
@@ -164,17 +168,24 @@ main(int argc, char *argv[])
 		{ "max-expired", required_argument, NULL, 'e' },
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "messages", no_argument, NULL, 'm' },
+		{ "state", required_argument, NULL, 's' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "from-offset", required_argument, NULL, 'F' },
+		{ "to-offset", required_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dbpath = NULL;
 	struct mq *q;
+	struct mq_list list = { NULL, NULL, NULL, 1, INT64_MAX, 0, 0 };
 	int64_t every = -1, d;
-	int c, mode = 0, view = 0, quiet = 0, breaches = 0;
+	long limit = 0;
+	int c, mode = 0, view = 0, quiet = 0, breaches = 0, items = 0;
 
 	mq_setprog(argv[0]);
-	while ((c = getopt_long(argc, argv, "d:hqV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:hk:mn:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
 		case 'J': mode = 'J'; break;
@@ -197,6 +208,16 @@ main(int argc, char *argv[])
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
+		case 'm': items = 1; break;
+		case 's': list.states = mq_item_states(optarg); break;
+		case 'k': list.key = optarg; break;
+		case 'n': limit = (long)mq_num_arg(optarg, 1, 1000000000,
+			      "count");
+			  break;
+		case 'F': list.from = mq_num_arg(optarg, 1, INT64_MAX, "offset");
+			  break;
+		case 'O': list.to = mq_num_arg(optarg, 1, INT64_MAX, "offset");
+			  break;
 		case 'h': mq_usage(stdout, synopsis, 0);
 		case 'V': mq_version(); break;
 		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
@@ -210,6 +231,17 @@ main(int argc, char *argv[])
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
 		lag.group = mq_name_arg(argv[1], "group");
+	if (items && (mode == 'P' || view || quiet || every >= 0 ||
+	    mq_lag_limits()))
+		mq_die(MQ_EX_USAGE, "--messages goes with no other view, "
+		    "threshold or -q");
+	if (items)	/* a group's messages: list.c */
+		return mq_list_cmd(dbpath, &list, limit, mode == 'J', argc,
+		    argv);
+	if (list.states || list.key || limit || list.from != 1 ||
+	    list.to != INT64_MAX)
+		mq_die(MQ_EX_USAGE, "--state, -k, -n, --from-offset and "
+		    "--to-offset go with --messages");
 	if (every >= 0 && (mode || view))
 		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");

@@ -176,6 +176,44 @@ mq_read(struct mq *q, const struct mq_read *r, struct mq_msg *out, int max)
 	return q->be->read(q, r, out, max);
 }
 
+static int
+by_off(const void *a, const void *b)
+{
+	const struct mq_item *x = a, *y = b;
+
+	return (x->off > y->off) - (x->off < y->off);
+}
+
+/* The first max of both sources (each in order, up to max), in order. */
+int
+mq_list(struct mq *q, const struct mq_list *l, struct mq_item *out, int max)
+{
+	struct mq_item *all = mq_array(NULL, 2 * (size_t)max, sizeof *all);
+	int i, n;
+
+	if ((n = q->be->list(q, l, all, max)) < 0) {
+		free(all);
+		return n;
+	}
+	qsort(all, n, sizeof *all, by_off);
+	for (i = max; i < n; i++)
+		mq_item_free(&all[i]);
+	if (n > max)
+		n = max;
+	memcpy(out, all, n * sizeof *out);
+	free(all);
+	return n;
+}
+
+void
+mq_item_free(struct mq_item *it)
+{
+	mq_msg_free(&it->m);
+	free(it->host);
+	free(it->reason);
+	memset(it, 0, sizeof *it);
+}
+
 int64_t
 mq_offset_at(struct mq *q, const char *topic, int64_t ts)
 {

@@ -72,6 +72,9 @@ struct mq_backend {
 	int	(*redrive)(struct mq *, const char *, const char *,
 		    const int64_t *, int *, int, int, int64_t *);
 	int	(*trace)(struct mq *, const char *, int64_t, struct mq_trace *);
+	/* up to max in order of offset of each source: mq_list merges */
+	int	(*list)(struct mq *, const struct mq_list *, struct mq_item *,
+		    int);
 	int	(*purge)(struct mq *, const char *, struct mq_purge *);
 	void	(*vacuum)(struct mq *);
 

@@ -259,6 +259,38 @@ int	 mq_read(struct mq *, const struct mq_read *, struct mq_msg *out,
 	    int max);
 int64_t	 mq_offset_at(struct mq *, const char *topic, int64_t ts);
 
+/*
+ * A group's messages as it sees them, changing nothing (mq-lag
+ * --messages): not handed out yet (from the log, or held back by a delay
+ * or a busy key), leased (in time, or run out and not yet taken back),
+ * waiting to be tried again, dead.
+ */
+enum { MQ_I_PENDING, MQ_I_INFLIGHT, MQ_I_EXPIRED, MQ_I_RETRY, MQ_I_DEAD,
+	MQ_I_NSTATES };
+struct mq_list {
+	const char	*topic, *group, *key;	/* key NULL: any */
+	int64_t		 from, to;		/* offsets, both included */
+	int		 states;		/* 1 << MQ_I_... of each wanted */
+	int64_t		 now;
+};
+struct mq_item {
+	struct mq_msg	 m;	/* m.off 0: purged from the log */
+	int64_t		 off;
+	int		 state, expired;	/* attempt is m.attempt */
+	int64_t		 due;	/* lease end, retry or delivery time */
+	char		*host;	/* who holds the lease, NULL: nobody */
+	int64_t		 pid;
+	char		*reason;	/* the last one given, NULL: none */
+};
+int	 mq_list(struct mq *, const struct mq_list *, struct mq_item *out,
+	    int max);
+void	 mq_item_free(struct mq_item *);
+int	 mq_item_states(const char *list);
+int	 mq_list_cmd(const char *dbpath, struct mq_list *, long limit, int json,
+	    int argc, char *argv[]);
+void	 mq_list_print(FILE *, struct mq *, struct mq_list *, long limit,
+	    int json);
+
 /* Moving a group's position. */
 enum { MQ_TO_OFFSET, MQ_TO_TIME, MQ_TO_SHIFT, MQ_TO_EARLIEST, MQ_TO_LATEST };
 struct mq_move {

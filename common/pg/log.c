@@ -51,16 +51,20 @@ read_range(struct pgq *q, const struct mq_read *rd, struct mq_msg *out,
 		pg_rollback(q);
 		return rc < 0 ? rc : MQ_E_NOTOPIC;
 	}
+	/* and where the WAL was after the snapshot: what it shows was
+	   committed below that, but perhaps not flushed (see pg_begin) */
 	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts, due, key, "
-	    "body FROM msg WHERE topic = $1 AND off >= $2 AND off <= $3 AND "
-	    "($4::text IS NULL OR key = $4) ORDER BY off LIMIT $5", 5,
-	    pg_int(q, t.id), pg_int(q, rd->from), pg_int(q, rd->to), rd->key,
-	    pg_int(q, max)));
+	    "body, pg_current_wal_insert_lsn() FROM msg WHERE topic = $1 AND "
+	    "off >= $2 AND off <= $3 AND ($4::text IS NULL OR key = $4) "
+	    "ORDER BY off LIMIT $5", 5, pg_int(q, t.id), pg_int(q, rd->from),
+	    pg_int(q, rd->to), rd->key, pg_int(q, max)));
 	n = PQntuples(r);
 	for (i = 0; i < n; i++)
 		pg_msg_row(r, i, 0, &out[i]);
-	PQclear(r);
 	pg_rollback(q);
+	if (n)
+		pg_flush(q, PQgetvalue(r, 0, 5));
+	PQclear(r);
 	return n;
 }
 
@@ -371,6 +375,7 @@ trace(struct pgq *q, const char *topic, int64_t off, struct mq_trace *tr)
 		}
 	free(ids);
 	pg_rollback(q);
+	pg_flush(q, NULL);	/* what it shows is durable: see pg_begin */
 	return 0;
 retry:
 	mq_trace_free(tr);
@@ -385,6 +390,95 @@ pg_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 
 	memset(tr, 0, sizeof *tr);
 	while ((rc = trace(PGQ(mq), topic, off, tr)) == PG_RETRY)
+		;
+	return rc;
+}
+
+/* listing */
+
+/* A delivery row's state as mq_list says it: see sq_list. */
+#define ITEM_STATE "(CASE d.state WHEN 1 THEN CASE WHEN d.due < $6 THEN 2 " \
+	"ELSE 1 END WHEN 2 THEN 4 ELSE CASE WHEN d.attempt > 0 THEN 3 " \
+	"ELSE 0 END END)"
+
+static int
+list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
+{
+	struct mq_topic t = { 0 };
+	struct mq_group g;
+	struct mq_item *it;
+	PGresult *r;
+	int i, n = 0, rc;
+
+	if (pg_begin_read(q))
+		return PG_RETRY;
+	if ((rc = pg_topic_row(q, l->topic, &t, 0)) <= 0 ||
+	    (rc = pg_group_row(q, t.id, l->group, &g, 0)) <= 0) {
+		pg_rollback(q);
+		return rc < 0 ? rc : t.id ? MQ_E_NOGROUP : MQ_E_NOTOPIC;
+	}
+	TRY(r, pg_q(q, "cannot read deliveries", "SELECT d.off, " ITEM_STATE
+	    ", d.attempt, d.expired, d.due, d.host, d.pid, coalesce(d.reason, "
+	    "(SELECT h.reason FROM history h WHERE h.grp = d.grp AND h.off = "
+	    "d.off AND h.reason IS NOT NULL ORDER BY h.ts DESC, h.n DESC "
+	    "LIMIT 1)), m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "LEFT JOIN msg m ON m.topic = $1 AND m.off = d.off WHERE d.grp = "
+	    "$2 AND d.off >= $3 AND d.off <= $4 AND ($5::text IS NULL OR "
+	    "d.key = $5) AND ($7::int >> " ITEM_STATE ") & 1 = 1 ORDER BY "
+	    "d.off LIMIT $8", 8, pg_int(q, t.id), pg_int(q, g.id),
+	    pg_int(q, l->from), pg_int(q, l->to), l->key, pg_int(q, l->now),
+	    pg_int(q, l->states), pg_int(q, max)));
+	for (i = 0; i < PQntuples(r); i++) {
+		it = &out[n++];
+		memset(it, 0, sizeof *it);
+		pg_msg_row(r, i, 8, &it->m);
+		it->off = pg_get(r, i, 0);
+		it->state = (int)pg_get(r, i, 1);
+		it->m.attempt = (int)pg_get(r, i, 2);
+		it->expired = (int)pg_get(r, i, 3);
+		it->due = pg_get(r, i, 4);
+		if (it->state == MQ_I_INFLIGHT || it->state == MQ_I_EXPIRED)
+			it->host = pg_str(r, i, 5);
+		it->pid = pg_get(r, i, 6);
+		it->reason = pg_str(r, i, 7);
+	}
+	PQclear(r);
+	if (l->states & 1 << MQ_I_PENDING) {
+		if (!(r = pg_q(q, "cannot read messages", "SELECT off, ts, due, "
+		    "key, body FROM msg m WHERE topic = $1 AND off >= "
+		    "greatest($3::bigint, $6::bigint) AND off <= $4 AND "
+		    "($5::text IS NULL OR key = $5) AND NOT EXISTS (SELECT 1 "
+		    "FROM delivery d WHERE d.grp = $2 AND d.off = m.off) "
+		    "ORDER BY off LIMIT $7", 7, pg_int(q, t.id),
+		    pg_int(q, g.id), pg_int(q, l->from), pg_int(q, l->to),
+		    l->key, pg_int(q, g.pos), pg_int(q, max))))
+			goto retry;
+		for (i = 0; i < PQntuples(r); i++) {
+			it = &out[n++];
+			memset(it, 0, sizeof *it);
+			pg_msg_row(r, i, 0, &it->m);
+			it->off = it->m.off;
+			it->state = MQ_I_PENDING;
+			it->due = it->m.due;
+		}
+		PQclear(r);
+	}
+	pg_rollback(q);
+	if (n)
+		pg_flush(q, NULL);	/* what it shows is durable */
+	return n;
+retry:
+	while (n > 0)
+		mq_item_free(&out[--n]);
+	return PG_RETRY;
+}
+
+int
+pg_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
+{
+	int rc;
+
+	while ((rc = list(PGQ(mq), l, out, max)) == PG_RETRY)
 		;
 	return rc;
 }

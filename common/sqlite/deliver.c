@@ -271,6 +271,12 @@ sq_msg_row(sqlite3_stmt *s, struct mq_msg *m)
 	msg_cols(s, 0, m);
 }
 
+void
+sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
+{
+	msg_cols(s, i, m);
+}
+
 /*
  * Due deliveries: waiting ones whose time came and leases that ran out,
  * up to max.  In an ordered group a keyed delivery is due only when no

@@ -322,6 +322,98 @@ sq_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 	return 0;
 }
 
+/* listing */
+
+/*
+ * The state of a delivery row as mq_list says it (MQ_I_*), and the last
+ * reason it was given: its own (dead), or its history's latest.
+ */
+#define ITEM_STATE "CASE d.state WHEN 1 THEN CASE WHEN d.due < ?6 THEN 2 " \
+	"ELSE 1 END WHEN 2 THEN 4 ELSE CASE WHEN d.attempt > 0 THEN 3 " \
+	"ELSE 0 END END"
+
+int
+sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
+{
+	struct sq *q = SQ(mq);
+	struct mq_topic t = { 0 };
+	struct mq_group g;
+	struct mq_item *it;
+	sqlite3_stmt *s;
+	int n = 0;
+
+	sq_begin_read(q);
+	if (!sq_topic_row(q, l->topic, &t) ||
+	    !sq_group_row(q, t.id, l->group, &g)) {
+		sq_rollback(q);
+		return t.id ? MQ_E_NOGROUP : MQ_E_NOTOPIC;
+	}
+	/* what the group handed out and has not settled */
+	s = sq_stmt(q, "SELECT d.off, " ITEM_STATE ", d.attempt, d.expired, "
+	    "d.due, d.host, d.pid, coalesce(d.reason, (SELECT h.reason FROM "
+	    "history h WHERE h.grp = d.grp AND h.off = d.off AND h.reason IS "
+	    "NOT NULL ORDER BY h.ts DESC, h.n DESC LIMIT 1)), m.off, m.ts, "
+	    "m.due, m.key, m.body FROM delivery d LEFT JOIN msg m ON "
+	    "m.topic = ?1 AND m.off = d.off WHERE d.grp = ?2 AND d.off >= ?3 "
+	    "AND d.off <= ?4 AND (?5 IS NULL OR d.key = ?5) AND "
+	    "(?7 >> " ITEM_STATE ") & 1 ORDER BY d.off LIMIT ?8");
+	sqlite3_bind_int64(s, 1, t.id);
+	sqlite3_bind_int64(s, 2, g.id);
+	sqlite3_bind_int64(s, 3, l->from);
+	sqlite3_bind_int64(s, 4, l->to);
+	if (l->key)
+		sqlite3_bind_text(s, 5, l->key, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 5);
+	sqlite3_bind_int64(s, 6, l->now);
+	sqlite3_bind_int(s, 7, l->states);
+	sqlite3_bind_int(s, 8, max);
+	while (sq_step(q, s, "cannot read deliveries") == SQLITE_ROW) {
+		it = &out[n++];
+		memset(it, 0, sizeof *it);
+		sq_msg_at(s, 8, &it->m);
+		it->off = sqlite3_column_int64(s, 0);
+		it->state = sqlite3_column_int(s, 1);
+		it->m.attempt = sqlite3_column_int(s, 2);
+		it->expired = sqlite3_column_int(s, 3);
+		it->due = sqlite3_column_int64(s, 4);
+		it->host = it->state == MQ_I_INFLIGHT ||
+		    it->state == MQ_I_EXPIRED ? sq_text(s, 5) : NULL;
+		it->pid = sqlite3_column_int64(s, 6);
+		it->reason = sq_text(s, 7);
+	}
+	sqlite3_reset(s);
+	/* and the log from the group's position on, but for those */
+	if (l->states & 1 << MQ_I_PENDING) {
+		s = sq_stmt(q, "SELECT off, ts, due, key, body FROM msg m "
+		    "WHERE topic = ?1 AND off >= max(?3, ?6) AND off <= ?4 AND "
+		    "(?5 IS NULL OR key = ?5) AND NOT EXISTS (SELECT 1 FROM "
+		    "delivery d WHERE d.grp = ?2 AND d.off = m.off) ORDER BY "
+		    "off LIMIT ?7");
+		sqlite3_bind_int64(s, 1, t.id);
+		sqlite3_bind_int64(s, 2, g.id);
+		sqlite3_bind_int64(s, 3, l->from);
+		sqlite3_bind_int64(s, 4, l->to);
+		if (l->key)
+			sqlite3_bind_text(s, 5, l->key, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(s, 5);
+		sqlite3_bind_int64(s, 6, g.pos);
+		sqlite3_bind_int(s, 7, max);
+		while (sq_step(q, s, "cannot read messages") == SQLITE_ROW) {
+			it = &out[n++];
+			memset(it, 0, sizeof *it);
+			sq_msg_at(s, 0, &it->m);
+			it->off = it->m.off;
+			it->state = MQ_I_PENDING;
+			it->due = it->m.due;
+		}
+		sqlite3_reset(s);
+	}
+	sq_commit(q, SQ_SEEN);
+	return n;
+}
+
 /* purging */
 
 /*

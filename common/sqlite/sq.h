@@ -103,6 +103,7 @@ void	 sq_stats(struct sq *, const struct mq_topic *, const struct mq_group *,
 int64_t	 sq_first_off(struct sq *, int64_t topic);
 int64_t	 sq_count_range(struct sq *, int64_t topic, int64_t from, int64_t to);
 void	 sq_msg_row(sqlite3_stmt *, struct mq_msg *);
+void	 sq_msg_at(sqlite3_stmt *, int col, struct mq_msg *);
 int	 sq_consumers_on(struct sq *, const char *topic, const char *group,
 	    const char *host, struct mq_consumer **);
 
@@ -152,6 +153,7 @@ int	 sq_move(struct mq *, const char *, const char *,
 int	 sq_redrive(struct mq *, const char *, const char *, const int64_t *,
 	    int *, int, int, int64_t *);
 int	 sq_trace(struct mq *, const char *, int64_t, struct mq_trace *);
+int	 sq_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 sq_purge(struct mq *, const char *, struct mq_purge *);
 void	 sq_vacuum(struct mq *);
 

@@ -27,6 +27,7 @@ static const struct mq_backend sqlite_backend = {
 	.move = sq_move,
 	.redrive = sq_redrive,
 	.trace = sq_trace,
+	.list = sq_list,
 	.purge = sq_purge,
 	.vacuum = sq_vacuum,
 	.join = sq_join,

@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# 082-messages.bats: mq-lag --messages, a group's messages by state
+# (pending from the log, held back by a delay or a busy key, in flight
+# with its holder, expired, waiting for a retry with the last reason,
+# dead with its reason), in the table and in JSON, its filters, and that
+# it changes nothing.  On both backends.
+
+load test_helper
+
+teardown() {
+	kill_bg
+}
+
+# scenario: topic t, group g (2 attempts): 1 retry (failed, "disk full"),
+# 2 dead ("bad input"), 3 in flight, 4 and 5 pending, 6 delayed 1h.
+scenario() {
+	mq-topic group t g --max-attempts 2 >/dev/null
+	mq-send -q t 'first job' second third 'fourth body that is rather long and goes on and on' five
+	mq-send -q --delay 1h t later
+	local r
+	r=$(mq-recv -g g --format '%r\n' t)
+	mq-ack --fail --delay 10m --reason 'disk full' "$r"
+	r=$(mq-recv -g g --format '%r\n' t)
+	mq-ack --dead --reason 'bad input' "$r"
+	mq-recv -g g --lease 10m t >/dev/null
+}
+
+@test "every state in the table, one row a message in order, and nothing changes" {
+	scenario
+	before=$(db_state)
+	run -0 mq-lag --messages t g
+	assert_line -n 0 --regexp '^OFFSET +STATE +TRY +AGE +DUE +HOLDER +REASON +BODY$'
+	assert_line -n 1 --regexp '^ +1  retry +1 .* in 9m[0-9]+s +- +disk full +first job$'
+	assert_line -n 2 --regexp '^ +2  dead +1 .* - +- +bad input +second$'
+	assert_line -n 3 --regexp "^ +3  inflight +1 .* in 9m[0-9]+s +$(hostname):[0-9]+ +- +third$"
+	assert_line -n 4 --regexp '^ +4  pending +0 .* - +- +- +fourth body [a-z ]*\.\.\.$'
+	assert_line -n 5 --regexp '^ +5  pending +0 .* - +- +- +five$'
+	assert_line -n 6 --regexp '^ +6  pending +0 .* in 59m[0-9]+s +- +- +later$'
+	[ "${#lines[@]}" = 7 ]
+	# within 80 columns
+	for l in "${lines[@]}"; do
+		[ "${#l}" -le 80 ] || fail "wider than 80: $l"
+	done
+	[ "$(db_state)" = "$before" ]
+	# and a receiver still gets what is pending, from 4 on
+	run -0 mq-recv -g g --format '%o\n' -n 0 t
+	assert_output $'4\n5'
+}
+
+@test "JSON lines carry everything: state, attempt, due, holder, reason, key, body" {
+	scenario
+	run -0 mq-lag --messages --json t g
+	[ "${#lines[@]}" = 6 ]
+	jtrue '.offset == 1 and .state == "retry" and .attempt == 1 and .reason == "disk full" and .due_ms > .epoch_ms and .body == "first job" and (has("host") | not)' <<<"${lines[0]}"
+	jtrue '.offset == 2 and .state == "dead" and .reason == "bad input" and (has("due_ms") | not)' <<<"${lines[1]}"
+	jtrue --arg h "$(hostname)" '.offset == 3 and .state == "inflight" and .host == $h and .pid > 0 and .due_ms > .epoch_ms' <<<"${lines[2]}"
+	jtrue '.offset == 4 and .state == "pending" and .attempt == 0 and .size == 50 and .key == null' <<<"${lines[3]}"
+	jtrue '.offset == 6 and .state == "pending" and .due_ms - .epoch_ms >= 3590000' <<<"${lines[5]}"
+	jtrue '.topic == "t" and .group == "g"' <<<"${lines[4]}"
+	# a body that is not UTF-8 goes as base64
+	printf '\377\376' | mq-send -q t
+	run -0 mq-lag --messages --json --from-offset 7 t g
+	jtrue '.offset == 7 and .base64 == true and .body == "//4="' <<<"$output"
+}
+
+@test "an expired lease, and a message behind its key in an ordered group" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k a t a1 a2
+	mq-send -q t free
+	mq-recv -g g --lease 1ms -n 1 t >/dev/null
+	sleep 0.1
+	run -0 mq-lag --messages --json t g
+	[ "${#lines[@]}" = 3 ]
+	jtrue '.offset == 1 and .state == "expired" and .key == "a"' <<<"${lines[0]}"
+	jtrue '.offset == 2 and .state == "pending" and .key == "a"' <<<"${lines[1]}"
+	jtrue '.offset == 3 and .state == "pending" and .key == null' <<<"${lines[2]}"
+	run -0 mq-lag --messages --state expired t g
+	assert_line -n 1 --regexp '^ +1  expired +1 .* ago '
+	[ "${#lines[@]}" = 2 ]
+}
+
+@test "--state, -k, --from-offset, --to-offset and -n choose the messages" {
+	scenario
+	mq-send -q -k k1 t keyed
+	run -0 mq-lag --messages --state dead,retry --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "1 2" ]
+	run -0 mq-lag --messages --state pending --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "4 5 6 7" ]
+	run -0 mq-lag --messages --state inflight --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "3" ]
+	run -0 mq-lag --messages -k k1 --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "7" ]
+	run -0 mq-lag --messages --from-offset 2 --to-offset 5 --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "2 3 4 5" ]
+	run -0 mq-lag --messages -n 3 --from-offset 2 --json t g
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "2 3 4" ]
+	# nothing in that state: the header alone, still 0
+	run -0 mq-lag --messages --state expired t g
+	[ "${#lines[@]}" = 1 ]
+}
+
+@test "more messages than one read: every one, in order" {
+	mq-topic group t g >/dev/null
+	seq 1 700 | mq-send -q t
+	mq-recv -g g -n 300 t >/dev/null
+	run -0 mq-lag --messages --json t g
+	[ "${#lines[@]}" = 700 ]
+	[ "$(jq -r .offset <<<"$output" | paste -sd' ')" = "$(seq 1 700 | paste -sd' ')" ]
+	[ "$(jq -r .state <<<"$output" | sort | uniq -c | awk '{ print $2 "=" $1 }' | paste -sd' ')" = "inflight=300 pending=400" ]
+}
+
+@test "bad use: 64; no such topic or group: 66; nothing created" {
+	mq-topic group t g >/dev/null
+	before=$(db_state)
+	run -64 --separate-stderr mq-lag --messages --state bogus t g
+	assert_equal "$stderr" "mq-lag: invalid state 'bogus': want pending, inflight, expired, retry or dead"
+	run -64 --separate-stderr mq-lag --messages t
+	assert_equal "$stderr" "mq-lag: --messages wants TOPIC and GROUP"
+	run -64 --separate-stderr mq-lag --state dead t g
+	stderr_has "go with --messages"
+	run -64 --separate-stderr mq-lag --messages --prometheus t g
+	stderr_has "--messages goes with"
+	run -64 mq-lag --messages -n 0 t g
+	run -66 --separate-stderr mq-lag --messages t nope
+	assert_equal "$stderr" "mq-lag: no such group: t/nope"
+	run -66 --separate-stderr mq-lag --messages nope g
+	assert_equal "$stderr" "mq-lag: no such topic: nope"
+	[ "$(db_state)" = "$before" ]
+}
