@@ -16,12 +16,18 @@
  * One consistent snapshot of the rows of L->topic and L->group (every
  * one when NULL); a named topic or group that does not exist exits 66.
  */
+static void limits_known(const struct mq_lag *);
+
 void
 mq_lag_collect(struct mq *q, struct mq_lag *L)
 {
+	static int checked;
+
 	free(L->rows);
 	L->rows = NULL;
 	mq_check(mq_snapshot(q, L), L->topic, L->group);
+	if (!checked++)
+		limits_known(L);
 }
 
 int64_t
@@ -291,6 +297,43 @@ mq_lag_limit(int what, char *arg)
 		l->value = mq_duration_arg(v, "age");
 	else
 		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
+}
+
+/*
+ * A threshold that names a topic or group that is not there is a typo
+ * (a cron alert that could never fire): 64.  Named ones are looked for
+ * among the rows shown (all of them without TOPIC and GROUP operands).
+ */
+static void
+limits_known(const struct mq_lag *L)
+{
+	const struct limit *l;
+	const struct mq_lag_row *r;
+	int i, k, topic, group;
+
+	for (i = 0; i < nlimits; i++) {
+		l = &limits[i];
+		topic = !l->topic;
+		group = !l->group;
+		for (k = 0; k < L->n; k++) {
+			r = &L->rows[k];
+			if (l->topic && strcmp(l->topic, r->t.name))
+				continue;
+			topic = 1;
+			if (l->group && r->has_group &&
+			    !strcmp(l->group, r->g.name))
+				group = 1;
+		}
+		if (!topic)
+			mq_die(MQ_EX_USAGE, "--max-%s: %s %s", limit_names[
+			    l->what], L->topic ? "not shown:" :
+			    "no such topic:", l->topic);
+		if (!group)
+			mq_die(MQ_EX_USAGE, "--max-%s: %s %s%s%s", limit_names[
+			    l->what], L->topic ? "not shown:" :
+			    "no such group:", l->topic ? l->topic : "",
+			    l->topic ? "/" : "", l->group);
+	}
 }
 
 static int64_t

@@ -176,8 +176,19 @@ t/h: lag 10 > 5"
 	# TOPIC/GROUP=N is more specific than GROUP=N
 	run -1 mq-lag -q --max-lag t/g=3 --max-lag g=1000 --max-lag h=1000
 	assert_output "t/g: lag 10 > 3"
-	run -0 mq-lag -q --max-lag other/g=3
-	assert_output ""
+	# a threshold for a topic or group that is not there is a typo: 64
+	before=$(db_state)
+	run -64 --separate-stderr mq-lag -q --max-lag other/g=3
+	assert_equal "$stderr" "mq-lag: --max-lag: no such topic: other"
+	run -64 --separate-stderr mq-lag -q --max-dead wrokers=0
+	assert_equal "$stderr" "mq-lag: --max-dead: no such group: wrokers"
+	run -64 --separate-stderr mq-lag -q --max-age t/x=1s
+	assert_equal "$stderr" "mq-lag: --max-age: no such group: t/x"
+	run -64 --separate-stderr mq-lag -q --max-lag h=1 t g
+	assert_equal "$stderr" "mq-lag: --max-lag: not shown: h"
+	run -64 --separate-stderr mq-lag --json --max-expired x=1
+	assert_equal "$output" ""
+	[ "$(db_state)" = "$before" ]
 	# -q with no threshold prints nothing
 	run -0 mq-lag -q
 	assert_output ""
