@@ -17,11 +17,49 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mq.h"
 
 #define CHUNK		256
 #define MEMBER_BEAT	10000	/* a printing member: only to stay listed */
+
+/*
+ * A consumer makes its topic and group when they are not there, so a
+ * typo makes a new group that replays the whole topic, or waits on an
+ * empty new topic: with MQ_NO_CREATE set it is 66 instead; else, when
+ * stderr is a terminal, the note to print once they are made, or NULL.
+ */
+static char *
+creating(struct mq *q, const struct mq_claim *c)
+{
+	const char *no = getenv("MQ_NO_CREATE");
+	struct mq_topic t;
+	struct mq_group g;
+	char *note = NULL;
+	size_t len = 0;
+	FILE *f;
+	int topic = mq_topic_get(q, c->topic, &t) > 0;
+
+	if (topic && mq_group_get(q, c->topic, c->group, &g) > 0)
+		return NULL;
+	if (no && *no && strcmp(no, "0"))
+		mq_die(MQ_EX_NOINPUT, "no such %s: %s%s%s (MQ_NO_CREATE is "
+		    "set)", topic ? "group" : "topic", c->topic, topic ? "/" :
+		    "", topic ? c->group : "");
+	if (!isatty(2) || !(f = open_memstream(&note, &len)))
+		return NULL;
+	if (!topic)
+		fprintf(f, "%s: created topic %s and group %s (empty)\n",
+		    mq_prog, c->topic, c->group);
+	else
+		fprintf(f, "%s: created group %s on %s (starts at offset %lld, "
+		    "%lld messages)\n", mq_prog, c->group, c->topic,
+		    (long long)(c->latest ? t.next_off : t.next_off - t.msgs),
+		    (long long)(c->latest ? 0 : t.msgs));
+	fclose(f);
+	return note;
+}
 
 int
 mq_follow(struct mq *q, struct mq_follow *f)
@@ -31,6 +69,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 	int64_t now, next_due, reaped, beat, wake, every;
 	int64_t idle = mq_idle_ms(q);
 	int k, want, running = 0, stopped = 0, status = 0;
+	char *note = creating(q, &f->c);
 
 	mq_catch_stop();
 	mq_reap(q, f->c.topic, f->c.group);
@@ -69,6 +108,11 @@ mq_follow(struct mq *q, struct mq_follow *f)
 		if (!stopped && want > 0) {
 			k = mq_claim(q, &f->c, msgs, want, &next_due);
 			f->c.woken = 0;
+			if (note) {	/* made by now */
+				fputs(note, stderr);
+				free(note);
+				note = NULL;
+			}
 			f->taken += k;
 			if (k && f->got(f, msgs, k) < 0) {
 				status = -1;

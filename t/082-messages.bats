@@ -3,7 +3,8 @@
 # (pending from the log, held back by a delay or a busy key, in flight
 # with its holder, expired, waiting for a retry with the last reason,
 # dead with its reason), in the table and in JSON, its filters, and that
-# it changes nothing.  On both backends.
+# it changes nothing; and a consumer's note when it makes its topic or
+# group, or MQ_NO_CREATE's refusal (typos seen).  On both backends.
 
 load test_helper
 
@@ -126,4 +127,32 @@ scenario() {
 	run -66 --separate-stderr mq-lag --messages nope g
 	assert_equal "$stderr" "mq-lag: no such topic: nope"
 	[ "$(db_state)" = "$before" ]
+}
+
+# --- no silent typos: a consumer that makes its topic or group ----------
+
+@test "a consumer that makes a group says so on a terminal, once; MQ_NO_CREATE makes it 66" {
+	mq-send -q jobs a b c
+	before=$(db_state)
+	# MQ_NO_CREATE: nothing made, 66, one line
+	MQ_NO_CREATE=1 run -66 --separate-stderr mq-recv -g wrokers jobs
+	assert_equal "$stderr" "mq-recv: no such group: jobs/wrokers (MQ_NO_CREATE is set)"
+	MQ_NO_CREATE=1 run -66 --separate-stderr mq-recv -f -g w jbos -- true
+	assert_equal "$stderr" "mq-recv: no such topic: jbos (MQ_NO_CREATE is set)"
+	[ "$(db_state)" = "$before" ]
+	# on a terminal (script(1) gives it one): one note, then the message
+	run -0 script -qec "mq-recv -n 1 -g wrokers jobs" /dev/null
+	assert_line -n 0 $'mq-recv: created group wrokers on jobs (starts at offset 1, 3 messages)\r'
+	assert_line -n 1 --regexp $'^jobs:wrokers:1:1:[0-9a-f]+\ta\r$'
+	[ "${#lines[@]}" = 2 ]
+	# the group is there now: no note, and MQ_NO_CREATE lets it be
+	run -0 script -qec "MQ_NO_CREATE=1 mq-recv -n 1 -g wrokers jobs" /dev/null
+	assert_output --regexp $'^jobs:wrokers:2:1:[0-9a-f]+\tb\r$'
+	run -1 script -qec "mq-recv -w 100ms -g w jbos" /dev/null
+	[ "${#lines[@]}" = 1 ]
+	assert_line -n 0 $'mq-recv: created topic jbos and group w (empty)\r'
+	# not a terminal: no note
+	run -0 --separate-stderr mq-recv -n 1 -g other jobs
+	assert_equal "$stderr" ""
+	MQ_NO_CREATE=0 run -0 mq-recv -n 1 -g zero jobs
 }
