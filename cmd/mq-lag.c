@@ -27,6 +27,19 @@ static const char synopsis[] =
     "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
     "[[TOPIC/]GROUP=]N]\n"
     "              [--watch [DUR]] [TOPIC [GROUP]]\n";
+static const char *const help[] = {
+	"--consumers",				"list the registered consumers",
+	"--json",				"print JSON",
+	"--max-age [[TOPIC/]GROUP=]DUR",	"limit the oldest message's age",
+	"--max-dead [[TOPIC/]GROUP=]N",		"limit the dead letters",
+	"--max-expired [[TOPIC/]GROUP=]N",	"limit the expired leases",
+	"--max-lag [[TOPIC/]GROUP=]N",		"limit the lag",
+	"--prometheus",				"print Prometheus metrics",
+	"-q, --quiet",				"print only the breaches",
+	"--topics",				"one row per topic",
+	"--watch[=DUR]",			"redraw the table every DUR (2s)",
+	NULL,
+};
 
 static void
 table(int watch)
@@ -173,7 +186,7 @@ main(int argc, char *argv[])
 	int64_t every = -1, d;
 	int c, mode = 0, view = 0, quiet = 0, breaches = 0;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "d:hqV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
@@ -193,31 +206,31 @@ main(int argc, char *argv[])
 			    mq_parse_duration(argv[optind], &d) == 0)
 				every = d, optind++;	/* --watch 5s */
 			if (every < 100)
-				mq_die(MQ_EX_USAGE, "invalid interval: at least "
+				mq_usage_err("invalid interval: at least "
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc > 2)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("unexpected argument '%s'", argv[2]);
 	if (argc > 0)
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
 		lag.group = mq_name_arg(argv[1], "group");
 	if (every >= 0 && (mode || view))
-		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
+		mq_usage_err("--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");
 	if (mq_lag_limits() && view)
-		mq_die(MQ_EX_USAGE, "thresholds apply to groups: not with "
+		mq_usage_err("thresholds apply to groups: not with "
 		    "--topics or --consumers");
 	if (mode == 'P' && view)
-		mq_die(MQ_EX_USAGE, "--prometheus goes without --topics and "
+		mq_usage_err("--prometheus goes without --topics and "
 		    "--consumers");
 
 	q = mq_open(dbpath, MQ_READ);

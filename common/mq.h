@@ -73,8 +73,12 @@ void	 mq_format_receipt(char *buf, size_t len, const char *topic,
 #define MQ_RECEIPT_MAX	(2 * MQ_NAME_MAX + 48)
 
 /* cli.c: what every program's main() repeats */
-void	 mq_usage(FILE *, const char *synopsis, int status)
-	    __attribute__((noreturn));
+void	 mq_begin(char **argv, const char *synopsis,
+	    const char *const *options);
+void	 mq_help(void) __attribute__((noreturn));
+void	 mq_usage(void) __attribute__((noreturn));
+void	 mq_usage_err(const char *fmt, ...)
+	    __attribute__((noreturn, format(printf, 1, 2)));
 void	 mq_version(void) __attribute__((noreturn));
 void	 mq_no_topic(const char *topic) __attribute__((noreturn));
 void	 mq_no_group(const char *topic, const char *group)
