@@ -27,6 +27,14 @@ static const char synopsis[] =
     "[RECEIPT ...]\n"
     "       mq-ack [-d FILE] --dead [--reason TEXT] [RECEIPT ...]\n"
     "       mq-ack [-d FILE] --extend DUR [RECEIPT ...]\n";
+static const char *const help[] = {
+	"--dead",		"make the messages dead letters now",
+	"--delay DUR",		"with --fail: deliver again after DUR",
+	"--extend DUR",		"extend the lease to DUR from now",
+	"--fail",		"the delivery failed: deliver it again later",
+	"--reason TEXT",	"with --fail or --dead: why",
+	NULL,
+};
 
 /* Settles a batch in one transaction; then says what did not apply. */
 static void
@@ -129,7 +137,7 @@ main(int argc, char *argv[])
 	struct mq *q;
 	int c, i, modes = 0, delay = 0;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	how.how = MQ_ACK;
 	how.delay = -1;
 	while ((c = getopt_long(argc, argv, "d:hV", opts, NULL)) != -1) {
@@ -148,24 +156,24 @@ main(int argc, char *argv[])
 			break;
 		case 'r':
 			if (strlen(optarg) > 1000)
-				mq_die(MQ_EX_USAGE, "reason too long: at most "
+				mq_usage_err("reason too long: at most "
 				    "1000 bytes");
 			how.reason = optarg;
 			break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (modes > 1)
-		mq_die(MQ_EX_USAGE, "--fail, --dead and --extend exclude each "
+		mq_usage_err("--fail, --dead and --extend exclude each "
 		    "other");
 	if (delay && how.how != MQ_FAIL)
-		mq_die(MQ_EX_USAGE, "--delay goes with --fail");
+		mq_usage_err("--delay goes with --fail");
 	if (how.reason && how.how != MQ_FAIL && how.how != MQ_DEAD_LETTER)
-		mq_die(MQ_EX_USAGE, "--reason goes with --fail or --dead");
+		mq_usage_err("--reason goes with --fail or --dead");
 
 	/* check every argument before touching the database */
 	r = mq_array(NULL, argc, sizeof *r);

@@ -31,6 +31,25 @@ static const char synopsis[] =
     "[-n N]\n"
     "              [--from-offset N] [--to-offset N] [--json] TOPIC "
     "GROUP\n";
+static const char *const help[] = {
+	"--consumers",				"list the registered consumers",
+	"--from-offset N",			"--messages from offset N on",
+	"--json",				"print JSON",
+	"-k, --key KEY",			"--messages sent with KEY",
+	"--max-age [[TOPIC/]GROUP=]DUR",	"limit the oldest message's age",
+	"--max-dead [[TOPIC/]GROUP=]N",		"limit the dead letters",
+	"--max-expired [[TOPIC/]GROUP=]N",	"limit the expired leases",
+	"--max-lag [[TOPIC/]GROUP=]N",		"limit the lag",
+	"--messages",				"list a group's messages by state",
+	"-n N",					"at most N --messages",
+	"--prometheus",				"print Prometheus metrics",
+	"-q, --quiet",				"print only the breaches",
+	"--state STATE[,...]",			"--messages in these states",
+	"--to-offset N",			"--messages up to offset N",
+	"--topics",				"one row per topic",
+	"--watch[=DUR]",			"redraw the table every DUR (2s)",
+	NULL,
+};
 
 static void
 table(int watch)
@@ -184,7 +203,7 @@ main(int argc, char *argv[])
 	long limit = 0;
 	int c, mode = 0, view = 0, quiet = 0, breaches = 0, items = 0;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "d:hk:mn:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
@@ -204,7 +223,7 @@ main(int argc, char *argv[])
 			    mq_parse_duration(argv[optind], &d) == 0)
 				every = d, optind++;	/* --watch 5s */
 			if (every < 100)
-				mq_die(MQ_EX_USAGE, "invalid interval: at least "
+				mq_usage_err("invalid interval: at least "
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
@@ -218,38 +237,35 @@ main(int argc, char *argv[])
 			  break;
 		case 'O': list.to = mq_num_arg(optarg, 1, INT64_MAX, "offset");
 			  break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc > 2)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("unexpected argument '%s'", argv[2]);
 	if (argc > 0)
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
 		lag.group = mq_name_arg(argv[1], "group");
-	if (items && (mode == 'P' || view || quiet || every >= 0 ||
-	    mq_lag_limits()))
-		mq_die(MQ_EX_USAGE, "--messages goes with no other view, "
-		    "threshold or -q");
 	if (items)	/* a group's messages: list.c */
-		return mq_list_cmd(dbpath, &list, limit, mode == 'J', argc,
-		    argv);
+		return mq_list_cmd(dbpath, &list, limit, mode == 'J', mode ==
+		    'P' || view || quiet || every >= 0 || mq_lag_limits(),
+		    argc, argv);
 	if (list.states || list.key || limit || list.from != 1 ||
 	    list.to != INT64_MAX)
-		mq_die(MQ_EX_USAGE, "--state, -k, -n, --from-offset and "
+		mq_usage_err("--state, -k, -n, --from-offset and "
 		    "--to-offset go with --messages");
 	if (every >= 0 && (mode || view))
-		mq_die(MQ_EX_USAGE, "--watch draws a table: no --json, "
+		mq_usage_err("--watch draws a table: no --json, "
 		    "--prometheus, --topics or --consumers");
 	if (mq_lag_limits() && view)
-		mq_die(MQ_EX_USAGE, "thresholds apply to groups: not with "
+		mq_usage_err("thresholds apply to groups: not with "
 		    "--topics or --consumers");
 	if (mode == 'P' && view)
-		mq_die(MQ_EX_USAGE, "--prometheus goes without --topics and "
+		mq_usage_err("--prometheus goes without --topics and "
 		    "--consumers");
 
 	q = mq_open(dbpath, MQ_READ);
@@ -260,8 +276,6 @@ main(int argc, char *argv[])
 		return mq_finish();
 	}
 	mq_lag_collect(q, &lag);
-	if (mq_lag_limits())
-		breaches = 0;
 	if (!quiet) {
 		if (view == 'T')
 			mq_lag_topics(stdout, &lag, mode == 'J');

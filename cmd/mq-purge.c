@@ -26,6 +26,17 @@ static const char synopsis[] =
     "usage: mq-purge [-nq] [-d FILE] [--older-than DUR | "
     "--before-offset N] [--force]\n"
     "                [--dead [-g GROUP]] [--vacuum] [TOPIC]\n";
+static const char *const help[] = {
+	"--before-offset N",	"delete the messages below offset N",
+	"--dead",		"also drop dead letters",
+	"-f, --force",		"delete messages not every group settled",
+	"-g, --group GROUP",	"with --dead: only GROUP's",
+	"-n, --dry-run",	"count, delete nothing",
+	"--older-than DUR",	"delete the messages sent over DUR ago",
+	"-q, --quiet",		"print nothing but errors and warnings",
+	"--vacuum",		"give the free space back to the system",
+	NULL,
+};
 
 static void
 progress(const char *name, int64_t total, int64_t *shown)
@@ -106,7 +117,7 @@ main(int argc, char *argv[])
 	struct mq *q;
 	int c, i, n;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "d:fg:hnqV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
@@ -119,22 +130,22 @@ main(int argc, char *argv[])
 		case 'v': vacuum = 1; break;
 		case 'n': dry = 1; break;
 		case 'q': quiet = 1; break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc > 1)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("unexpected argument '%s'", argv[1]);
 	if (older >= 0 && before >= 0)
-		mq_die(MQ_EX_USAGE, "--older-than and --before-offset exclude "
+		mq_usage_err("--older-than and --before-offset exclude "
 		    "each other");
 	if (group && !dead)
-		mq_die(MQ_EX_USAGE, "-g goes with --dead");
+		mq_usage_err("-g goes with --dead");
 	if (group && !argc)
-		mq_die(MQ_EX_USAGE, "-g needs a TOPIC");
+		mq_usage_err("-g needs a TOPIC");
 	if (argc)
 		mq_name_arg(argv[0], "topic");
 

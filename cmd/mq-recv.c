@@ -22,6 +22,20 @@ static const char synopsis[] =
     "       mq-recv [-f] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
     "[--lease DUR]\n"
     "               TOPIC -- COMMAND [ARG ...]\n";
+static const char *const help[] = {
+	"-0, --null",			"NUL-terminated output",
+	"-A, --auto-ack",		"ack each message as it is printed",
+	"-f, --follow",			"keep waiting for messages until a signal",
+	"--format FMT",			"print each message as FMT",
+	"--from earliest|latest",	"where a new group starts",
+	"-g, --group GROUP",		"the consumer group (default: default)",
+	"-j, --jobs N",			"run up to N commands at once",
+	"--json",			"print JSON lines",
+	"--lease DUR",			"lease the messages for DUR",
+	"-n, --count N",		"receive up to N messages (0: all ready)",
+	"-w, --wait DUR",		"wait up to DUR for a message",
+	NULL,
+};
 
 static struct mq_out o;
 static struct mq *q;
@@ -117,7 +131,7 @@ main(int argc, char *argv[])
 	long limit = -1;
 	int c, jobs = 1, status;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	memset(&f, 0, sizeof f);
 	cl->group = "default";
 	o.mode = MQ_OUT_LINE;
@@ -138,13 +152,13 @@ main(int argc, char *argv[])
 		case 'l':
 			cl->lease = mq_duration_arg(optarg, "lease");
 			if (cl->lease < 1)
-				mq_die(MQ_EX_USAGE, "invalid lease: must be "
+				mq_usage_err("invalid lease: must be "
 				    "above zero");
 			break;
 		case 'J': o.mode = MQ_OUT_JSON; break;
 		case 'F':
 			if (mq_check_format(optarg) < 0)
-				mq_die(MQ_EX_USAGE, "invalid format '%s': see "
+				mq_usage_err("invalid format '%s': see "
 				    "mq-recv(1) for the %% directives", optarg);
 			o.mode = MQ_OUT_FORMAT;
 			o.format = optarg;
@@ -153,18 +167,18 @@ main(int argc, char *argv[])
 			if (!strcmp(optarg, "latest"))
 				cl->latest = 1;
 			else if (strcmp(optarg, "earliest"))
-				mq_die(MQ_EX_USAGE, "invalid --from '%s': want "
+				mq_usage_err("invalid --from '%s': want "
 				    "earliest or latest", optarg);
 			break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("missing TOPIC");
 	if (limit < 0)
 		limit = f.follow ? 0 : 1;	/* -f follows for ever unless -n */
 	cl->topic = o.topic = mq_name_arg(argv[0], "topic");
@@ -173,14 +187,14 @@ main(int argc, char *argv[])
 	if (cl->autoack && o.mode == MQ_OUT_LINE)
 		o.mode = MQ_OUT_BODY;
 	if (argc > 1 && strcmp(argv[1], "--"))
-		mq_die(MQ_EX_USAGE, "unexpected argument '%s' (a command goes "
+		mq_usage_err("unexpected argument '%s' (a command goes "
 		    "after --)", argv[1]);
 	if (argc == 2)
-		mq_die(MQ_EX_USAGE, "no command after --");
+		mq_usage_err("no command after --");
 	if (argc == 1 && jobs > 1)
-		mq_die(MQ_EX_USAGE, "-j needs a command");
+		mq_usage_err("-j needs a command");
 	if (argc > 2 && cl->autoack)
-		mq_die(MQ_EX_USAGE, "-A does not go with a command: the "
+		mq_usage_err("-A does not go with a command: the "
 		    "command's exit status settles");
 
 	q = mq_open(dbpath, MQ_WRITE);

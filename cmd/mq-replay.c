@@ -24,15 +24,34 @@ static int noffsets, follow, dry, where;	/* where: 1 earliest, 2 latest */
 static long limit;
 
 static const char synopsis[] =
-    "usage: mq-replay [-0f] [-d FILE] [--from-offset N] [--to-offset N] "
-    "[--since TIME]\n"
-    "                 [--until TIME] [-k KEY] [-n N] "
-    "[--json | --format FMT] TOPIC\n"
-    "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME "
-    "| --shift N |\n"
-    "                 --earliest | --latest] TOPIC\n"
+    "usage: mq-replay [-0f] [-d FILE] [--from-offset N] [--to-offset N]\n"
+    "                 [--since TIME] [--until TIME] [-k KEY] [-n N]\n"
+    "                 [--json | --format FMT] TOPIC\n"
+    "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME |\n"
+    "                 --shift N | --earliest | --latest] TOPIC\n"
     "       mq-replay -g GROUP [--dry-run] --dead [--offset N ...] TOPIC\n"
     "       mq-replay --trace OFFSET TOPIC\n";
+static const char *const help[] = {
+	"-0, --null",		"NUL-terminated output",
+	"--dead",		"redrive the group's dead letters",
+	"--dry-run",		"with -g: say what would change",
+	"--earliest",		"move the group to the oldest message",
+	"-f, --follow",		"keep printing new messages",
+	"--format FMT",		"print each message as FMT",
+	"--from-offset N",	"read (or move the group) from offset N",
+	"-g, --group GROUP",	"move, or redrive the dead letters of, GROUP",
+	"--json",		"print JSON lines",
+	"-k, --key KEY",	"read only messages with KEY",
+	"--latest",		"move the group past the last message",
+	"-n, --count N",	"print at most N messages",
+	"--offset N",		"with --dead: only the one at offset N",
+	"--shift N",		"move the group by N messages",
+	"--since TIME",		"read from the first message sent at TIME",
+	"--to-offset N",	"read up to offset N",
+	"--trace OFFSET",	"trace the message at OFFSET",
+	"--until TIME",		"read up to the last message sent at TIME",
+	NULL,
+};
 
 static int
 read_log(struct mq *q, const char *name, const struct mq_out *o)
@@ -191,7 +210,7 @@ main(int argc, char *argv[])
 	const char *name;
 	int c, mode = READ, moves = 0, status;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	memset(&o, 0, sizeof o);
 	o.mode = MQ_OUT_LINE;
 	o.with_receipt = 1;	/* no receipt here: the offset stands in */
@@ -214,7 +233,7 @@ main(int argc, char *argv[])
 		case 'J': o.mode = MQ_OUT_JSON; break;
 		case 'o':
 			if (mq_check_format(optarg) < 0)
-				mq_die(MQ_EX_USAGE, "invalid format '%s': see "
+				mq_usage_err("invalid format '%s': see "
 				    "mq-replay(1) for the %% directives", optarg);
 			o.mode = MQ_OUT_FORMAT;
 			o.format = optarg;
@@ -235,31 +254,33 @@ main(int argc, char *argv[])
 		case 't': trace_off = mq_num_arg(optarg, 1, INT64_MAX, "offset");
 			  mode = TRACE;
 			  break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc != 1)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+	if (argc < 1)
+		mq_usage_err("missing TOPIC");
+	if (argc > 1)
+		mq_usage_err("unexpected argument '%s'", argv[1]);
 	name = o.topic = mq_name_arg(argv[0], "topic");
 	if (mode == READ && group) {
 		mode = MOVE;
 		if (moves != 1)
-			mq_die(MQ_EX_USAGE, "moving a group takes one of "
+			mq_usage_err("moving a group takes one of "
 			    "--from-offset, --since, --shift, --earliest, "
 			    "--latest");
 	}
 	if (mode == DEAD && !group)
-		mq_die(MQ_EX_USAGE, "--dead needs -g GROUP");
+		mq_usage_err("--dead needs -g GROUP");
 	if (noffsets && mode != DEAD)
-		mq_die(MQ_EX_USAGE, "--offset goes with --dead");
+		mq_usage_err("--offset goes with --dead");
 	if (dry && mode != MOVE && mode != DEAD)
-		mq_die(MQ_EX_USAGE, "--dry-run goes with -g");
+		mq_usage_err("--dry-run goes with -g");
 	if (mode == READ && (where || shift))
-		mq_die(MQ_EX_USAGE, "--earliest, --latest and --shift need -g");
+		mq_usage_err("--earliest, --latest and --shift need -g");
 
 	q = mq_open(dbpath, mode == READ || mode == TRACE || dry ?
 	    MQ_READ : MQ_UPDATE);

@@ -36,6 +36,19 @@ static const char synopsis[] =
     "[--delay DUR | --at TIME]\n"
     "               [--dedup ID | --dedup-field N] [--linger DUR] "
     "TOPIC [MESSAGE ...]\n";
+static const char *const help[] = {
+	"-0, --null",		"read NUL-terminated records, not lines",
+	"--at TIME",		"deliver no earlier than TIME",
+	"--dedup ID",		"drop the message if ID came within the window",
+	"--dedup-field N",	"take each record's dedup id from tab field N",
+	"--delay DUR",		"deliver no earlier than DUR from now",
+	"-e, --escapes",	"decode C escapes in each message",
+	"-k, --key KEY",	"give the messages KEY",
+	"--linger DUR",		"let a batch from stdin wait DUR for more",
+	"-q, --quiet",		"print no offsets",
+	"--whole",		"read all of stdin as one message",
+	NULL,
+};
 
 /* len 0: a record too long to hold */
 static void
@@ -206,7 +219,7 @@ main(int argc, char *argv[])
 	struct batch b;
 	int c, i, whole = 0;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "0d:ehk:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case '0': delim = '\0'; break;
@@ -216,53 +229,49 @@ main(int argc, char *argv[])
 			if (!*optarg || strlen(optarg) > 1024 ||
 			    !mq_utf8_valid((unsigned char *)optarg,
 			    strlen(optarg)))
-				mq_die(MQ_EX_USAGE, "invalid key: want 1-1024 "
+				mq_usage_err("invalid key: want 1-1024 "
 				    "bytes of UTF-8");
 			key = optarg;
 			break;
 		case 'q': quiet = 1; break;
 		case 'W': whole = 1; break;
-		case 'D':
-			delay = mq_duration_arg(optarg, "delay");
-			break;
-		case 'a':
-			at = mq_time_arg(optarg, "time");
-			break;
+		case 'D': delay = mq_duration_arg(optarg, "delay"); break;
+		case 'a': at = mq_time_arg(optarg, "time"); break;
 		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
 		case 'u':
 			if (!*optarg || strlen(optarg) > 1024)
-				mq_die(MQ_EX_USAGE, "invalid dedup id: want 1-1024 "
+				mq_usage_err("invalid dedup id: want 1-1024 "
 				    "bytes");
 			dedup = optarg;
 			break;
 		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000,
 			      "field number");
 			  break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version(); break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("missing TOPIC");
 	if (delay >= 0 && at >= 0)
-		mq_die(MQ_EX_USAGE, "--delay and --at exclude each other");
+		mq_usage_err("--delay and --at exclude each other");
 	topic = mq_name_arg(argv[0], "topic");
 	if (whole)
 		delim = -1;
 	if (argc > 1 && (whole || delim != '\n'))
-		mq_die(MQ_EX_USAGE, "-0 and --whole read stdin: give no "
+		mq_usage_err("-0 and --whole read stdin: give no "
 		    "MESSAGE arguments");
 	if (dedup && dedup_field)
-		mq_die(MQ_EX_USAGE, "--dedup and --dedup-field exclude each "
+		mq_usage_err("--dedup and --dedup-field exclude each "
 		    "other");
 	if (dedup && argc != 2 && !whole)
-		mq_die(MQ_EX_USAGE, "--dedup ID names one message: give one "
+		mq_usage_err("--dedup ID names one message: give one "
 		    "MESSAGE or --whole (--dedup-field for a stream)");
 	if (dedup_field && argc != 1)
-		mq_die(MQ_EX_USAGE, "--dedup-field reads stdin: give no MESSAGE "
+		mq_usage_err("--dedup-field reads stdin: give no MESSAGE "
 		    "arguments");
 
 	q = mq_open(dbpath, MQ_WRITE);

@@ -26,10 +26,20 @@ static const char synopsis[] =
     "       mq-topic [-d FILE] delete [--force] TOPIC\n"
     "       mq-topic [-d FILE] group TOPIC GROUP [--lease DUR] "
     "[--max-attempts N]\n"
-    "                [--backoff LIST] [--ordered | --unordered] "
-    "[--from earliest|latest]\n"
+    "                [--backoff LIST] [--ordered | --unordered]\n"
+    "                [--from earliest|latest]\n"
     "       mq-topic [-d FILE] group-delete [--force] TOPIC GROUP\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES\n";
+static const char *const help[] = {
+	"-f, --force",			"delete even what groups have not settled",
+	"--lease DUR",			"group: lease deliveries for DUR (30s)",
+	"--max-attempts N",		"group: dead letter after N deliveries",
+	"--backoff LIST",		"group: waits before each retry",
+	"--ordered",			"group: one at a time per key",
+	"--unordered",			"group: in parallel whatever the key",
+	"--from earliest|latest",	"group: where a new group starts",
+	NULL,
+};
 
 /* key=value settings; dies 64 on a bad one. */
 static void
@@ -42,7 +52,7 @@ settings(struct mq_topic_conf *c, int argc, char **argv)
 	c->retention = c->dedup_window = c->max_size = MQ_KEEP;
 	for (i = 0; i < argc; i++) {
 		if (!(v = strchr(argv[i], '=')))
-			mq_die(MQ_EX_USAGE, "invalid setting '%s': want "
+			mq_usage_err("invalid setting '%s': want "
 			    "key=value", argv[i]);
 		snprintf(key, sizeof key, "%.*s", (int)(v - argv[i]), argv[i]);
 		v++;
@@ -54,12 +64,12 @@ settings(struct mq_topic_conf *c, int argc, char **argv)
 		} else if (!strcmp(key, "max-size")) {
 			if (expand_number(v, &n) < 0 || n < 1 ||
 			    n > MQ_SIZE_LIMIT)
-				mq_die(MQ_EX_USAGE, "invalid max-size '%s': want "
+				mq_usage_err("invalid max-size '%s': want "
 				    "1 to %d bytes (k, m suffixes work)", v,
 				    MQ_SIZE_LIMIT);
 			c->max_size = (int64_t)n;
 		} else {
-			mq_die(MQ_EX_USAGE, "unknown setting '%s': want "
+			mq_usage_err("unknown setting '%s': want "
 			    "retention, dedup-window or max-size", key);
 		}
 	}
@@ -129,7 +139,7 @@ held(int rc, const char *what, const struct mq_held *h)
 }
 
 static int
-group(struct mq *q, int argc, char **argv)
+group(struct mq **q, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "lease", required_argument, NULL, 'l' },
@@ -146,13 +156,13 @@ group(struct mq *q, int argc, char **argv)
 	int c;
 
 	optind = 0;	/* GNU getopt: start over on the subcommand */
-	argv[0] = (char *)"mq-topic group";
+	argv[0] = (char *)mq_prog;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l':
 			gc.lease = mq_duration_arg(optarg, "lease");
 			if (gc.lease < 1)
-				mq_die(MQ_EX_USAGE, "invalid lease: must be "
+				mq_usage_err("invalid lease: must be "
 				    "above zero");
 			break;
 		case 'm': gc.max_attempts = (int)mq_num_arg(optarg, 1, 1000000,
@@ -161,7 +171,7 @@ group(struct mq *q, int argc, char **argv)
 		case 'b':
 			if (mq_parse_backoff(optarg, NULL, NULL) < 0 ||
 			    strlen(optarg) >= sizeof g.backoff)
-				mq_die(MQ_EX_USAGE, "invalid backoff '%s': want "
+				mq_usage_err("invalid backoff '%s': want "
 				    "durations such as '10s 1m 5m'", optarg);
 			gc.backoff = optarg;
 			break;
@@ -171,18 +181,19 @@ group(struct mq *q, int argc, char **argv)
 			if (!strcmp(optarg, "latest"))
 				gc.latest = 1;
 			else if (strcmp(optarg, "earliest"))
-				mq_die(MQ_EX_USAGE, "invalid --from '%s': want "
+				mq_usage_err("invalid --from '%s': want "
 				    "earliest or latest", optarg);
 			break;
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	if (argc - optind != 2)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("group takes TOPIC GROUP");
 	mq_name_arg(argv[optind], "topic");
 	mq_name_arg(argv[optind + 1], "group");
-	mq_group_conf(q, argv[optind], argv[optind + 1], &gc, &g);
-	snapshot(q, argv[optind], argv[optind + 1], &L);
+	*q = mq_open(dbpath, MQ_WRITE);	/* once the options are good */
+	mq_group_conf(*q, argv[optind], argv[optind + 1], &gc, &g);
+	snapshot(*q, argv[optind], argv[optind + 1], &L);
 	print_group(&L.rows[0]);
 	free(L.rows);
 	return 0;
@@ -205,20 +216,20 @@ main(int argc, char *argv[])
 	const char *cmd;
 	int c, i, n, status = 0;
 
-	mq_setprog(argv[0]);
+	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "+d:fhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
 		case 'f': force = 1; break;
-		case 'h': mq_usage(stdout, synopsis, 0);
+		case 'h': mq_help();
 		case 'V': mq_version();
-		default: mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		default: mq_usage();
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		mq_usage(stderr, synopsis, MQ_EX_USAGE);
+		mq_usage_err("missing command");
 	cmd = argv[0];
 	/* "delete --force TOPIC" reads as well as "--force delete TOPIC" */
 	if (!strcmp(cmd, "delete") || !strcmp(cmd, "group-delete")) {
@@ -233,7 +244,7 @@ main(int argc, char *argv[])
 
 	if (!strcmp(cmd, "list")) {
 		if (argc != 1)
-			mq_usage(stderr, synopsis, MQ_EX_USAGE);
+			mq_usage_err("list takes no arguments");
 		q = mq_open(dbpath, MQ_READ);
 		n = mq_topic_list(q, &all);
 		for (i = 0; i < n; i++)
@@ -241,12 +252,13 @@ main(int argc, char *argv[])
 		free(all);
 	} else if (!strcmp(cmd, "show")) {
 		if (argc != 2)
-			mq_usage(stderr, synopsis, MQ_EX_USAGE);
+			mq_usage_err("show takes one TOPIC");
 		q = mq_open(dbpath, MQ_READ);
 		show(q, mq_name_arg(argv[1], "topic"));
 	} else if (!strcmp(cmd, "create") || !strcmp(cmd, "set")) {
 		if (argc < 2 || (!strcmp(cmd, "set") && argc < 3))
-			mq_usage(stderr, synopsis, MQ_EX_USAGE);
+			mq_usage_err("%s needs TOPIC%s", cmd,
+			    strcmp(cmd, "set") ? "" : " key=value ...");
 		mq_name_arg(argv[1], "topic");
 		settings(&tc, argc - 2, argv + 2);	/* check before opening */
 		if (!strcmp(cmd, "set")) {
@@ -260,18 +272,17 @@ main(int argc, char *argv[])
 		}
 	} else if (!strcmp(cmd, "delete")) {
 		if (argc != 2)
-			mq_usage(stderr, synopsis, MQ_EX_USAGE);
+			mq_usage_err("delete takes one TOPIC");
 		mq_name_arg(argv[1], "topic");
 		q = mq_open(dbpath, MQ_UPDATE);
 		c = mq_topic_delete(q, argv[1], force, &h);
 		mq_check(c, argv[1], NULL);
 		held(c, argv[1], &h);
 	} else if (!strcmp(cmd, "group")) {
-		q = mq_open(dbpath, MQ_WRITE);
-		status = group(q, argc, argv);
+		status = group(&q, argc, argv);
 	} else if (!strcmp(cmd, "group-delete")) {
 		if (argc != 3)
-			mq_usage(stderr, synopsis, MQ_EX_USAGE);
+			mq_usage_err("group-delete takes TOPIC GROUP");
 		mq_name_arg(argv[1], "topic");
 		mq_name_arg(argv[2], "group");
 		q = mq_open(dbpath, MQ_UPDATE);
@@ -279,7 +290,7 @@ main(int argc, char *argv[])
 		mq_check(c, argv[1], argv[2]);
 		held(c, "group", &h);
 	} else {
-		mq_die(MQ_EX_USAGE, "unknown command '%s': want create, list, "
+		mq_usage_err("unknown command '%s': want create, list, "
 		    "show, set, delete, group or group-delete", cmd);
 	}
 	mq_close(q);

@@ -28,7 +28,7 @@ mq_item_states(const char *list)
 		for (i = 0; i < MQ_I_NSTATES && strcmp(w, names[i]); i++)
 			;
 		if (i == MQ_I_NSTATES)
-			mq_die(MQ_EX_USAGE, "invalid state '%s': want pending, "
+			mq_usage_err("invalid state '%s': want pending, "
 			    "inflight, expired, retry or dead", w);
 		bits |= 1 << i;
 	}
@@ -242,15 +242,21 @@ mq_list_print(FILE *f, struct mq *q, struct mq_list *l, long limit, int json)
 	free(it);
 }
 
-/* mq-lag --messages TOPIC GROUP: opens, prints, closes; the exit status. */
+/*
+ * mq-lag --messages TOPIC GROUP: opens, prints, closes; the exit status.
+ * With others (another view, a threshold, -q) a usage error.
+ */
 int
 mq_list_cmd(const char *dbpath, struct mq_list *l, long limit, int json,
-    int argc, char *argv[])
+    int others, int argc, char *argv[])
 {
 	struct mq *q;
 
+	if (others)
+		mq_usage_err("--messages goes with no other view, threshold "
+		    "or -q");
 	if (argc != 2)
-		mq_die(MQ_EX_USAGE, "--messages wants TOPIC and GROUP");
+		mq_usage_err("--messages wants TOPIC and GROUP");
 	l->topic = mq_name_arg(argv[0], "topic");
 	l->group = mq_name_arg(argv[1], "group");
 	if (!l->states)

@@ -73,8 +73,12 @@ void	 mq_format_receipt(char *buf, size_t len, const char *topic,
 #define MQ_RECEIPT_MAX	(2 * MQ_NAME_MAX + 48)
 
 /* cli.c: what every program's main() repeats */
-void	 mq_usage(FILE *, const char *synopsis, int status)
-	    __attribute__((noreturn));
+void	 mq_begin(char **argv, const char *synopsis,
+	    const char *const *options);
+void	 mq_help(void) __attribute__((noreturn));
+void	 mq_usage(void) __attribute__((noreturn));
+void	 mq_usage_err(const char *fmt, ...)
+	    __attribute__((noreturn, format(printf, 1, 2)));
 void	 mq_version(void) __attribute__((noreturn));
 void	 mq_no_topic(const char *topic) __attribute__((noreturn));
 void	 mq_no_group(const char *topic, const char *group)
@@ -287,7 +291,7 @@ int	 mq_list(struct mq *, const struct mq_list *, struct mq_item *out,
 void	 mq_item_free(struct mq_item *);
 int	 mq_item_states(const char *list);
 int	 mq_list_cmd(const char *dbpath, struct mq_list *, long limit, int json,
-	    int argc, char *argv[]);
+	    int others, int argc, char *argv[]);
 void	 mq_list_print(FILE *, struct mq *, struct mq_list *, long limit,
 	    int json);
 

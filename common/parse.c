@@ -207,7 +207,7 @@ const char *
 mq_name_arg(const char *s, const char *what)
 {
 	if (!mq_valid_name(s))
-		mq_die(MQ_EX_USAGE, "invalid %s name '%.*s': use 1-%d of "
+		mq_usage_err("invalid %s name '%.*s': use 1-%d of "
 		    "A-Z a-z 0-9 . _ -, not starting with - or .", what,
 		    MQ_NAME_MAX + 8, s, MQ_NAME_MAX);
 	return s;
@@ -219,7 +219,7 @@ mq_duration_arg(const char *s, const char *what)
 	int64_t ms;
 
 	if (mq_parse_duration(s, &ms) < 0)
-		mq_die(MQ_EX_USAGE, "invalid %s '%s': want a duration such as "
+		mq_usage_err("invalid %s '%s': want a duration such as "
 		    "250ms, 30s, 5m, 2h or 7d", what, s);
 	return ms;
 }
@@ -243,7 +243,8 @@ mq_num_arg(const char *s, long long min, long long max, const char *what)
 
 	n = strtonum(s, min, max, &errstr);
 	if (errstr)
-		mq_die(MQ_EX_USAGE, "invalid %s '%s': %s", what, s, errstr);
+		mq_usage_err("invalid %s '%s': want a number from %lld to "
+		    "%lld", what, s, min, max);
 	return n;
 }
 

@@ -13,7 +13,8 @@ teardown() {
 
 one_line_error() {
 	assert_equal "$status" "$1"
-	assert_equal "$(printf '%s\n' "$stderr" | wc -l)" 1
+	# a usage error adds the synopsis after its one line
+	assert_equal "$(printf '%s\n' "${stderr%%$'\n'usage: *}" | wc -l)" 1
 	[[ $stderr == mq-send:* ]]
 }
 

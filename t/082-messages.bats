@@ -114,9 +114,10 @@ scenario() {
 	mq-topic group t g >/dev/null
 	before=$(db_state)
 	run -64 --separate-stderr mq-lag --messages --state bogus t g
-	assert_equal "$stderr" "mq-lag: invalid state 'bogus': want pending, inflight, expired, retry or dead"
+	assert_equal "${stderr_lines[0]}" "mq-lag: invalid state 'bogus': want pending, inflight, expired, retry or dead"
 	run -64 --separate-stderr mq-lag --messages t
-	assert_equal "$stderr" "mq-lag: --messages wants TOPIC and GROUP"
+	assert_equal "${stderr_lines[0]}" "mq-lag: --messages wants TOPIC and GROUP"
+	[[ ${stderr_lines[1]} == "usage: mq-lag "* ]]
 	run -64 --separate-stderr mq-lag --state dead t g
 	stderr_has "go with --messages"
 	run -64 --separate-stderr mq-lag --messages --prometheus t g

@@ -135,7 +135,8 @@ ago"
 		run -64 --separate-stderr mq-send --delay "$v" t m
 		assert_equal "$output" ""
 		[[ $stderr == mq-send:* ]] || fail "--delay '$v': $stderr"
-		assert_equal "${#stderr_lines[@]}" 1
+		[[ ${stderr_lines[1]-} == "usage: "* ]] ||
+		    fail "want one line, then the usage: $stderr"
 	done
 	for v in x 2026-13-01 @x '' 2026-01-01T00:00:00Q 2026-01-01T25:00:00Z @-5; do
 		run -65 --separate-stderr mq-send --at "$v" t m
