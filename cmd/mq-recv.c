@@ -21,7 +21,7 @@ static const char synopsis[] =
     "               [--json | --format FMT] [--from latest] TOPIC\n"
     "       mq-recv [-f] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
     "[--lease DUR]\n"
-    "               TOPIC -- COMMAND [ARG ...]\n";
+    "               [--timeout DUR] TOPIC -- COMMAND [ARG ...]\n";
 static const char *const help[] = {
 	"-0, --null",			"NUL-terminated output",
 	"-A, --auto-ack",		"ack each message as it is printed",
@@ -33,6 +33,7 @@ static const char *const help[] = {
 	"--json",			"print JSON lines",
 	"--lease DUR",			"lease the messages for DUR",
 	"-n, --count N",		"receive up to N messages (0: all ready)",
+	"--timeout DUR",		"stop a command that runs longer",
 	"-w, --wait DUR",		"wait up to DUR for a message",
 	NULL,
 };
@@ -120,6 +121,7 @@ main(int argc, char *argv[])
 		{ "auto-ack", no_argument, NULL, 'A' },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "from", required_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -127,7 +129,7 @@ main(int argc, char *argv[])
 	const char *dbpath = NULL;
 	struct mq_follow f;
 	struct mq_claim *cl = &f.c;
-	int64_t wait = 0;
+	int64_t wait = 0, timeout = 0;
 	long limit = -1;
 	int c, jobs = 1, status;
 
@@ -154,6 +156,11 @@ main(int argc, char *argv[])
 			if (cl->lease < 1)
 				mq_usage_err("invalid lease: must be "
 				    "above zero");
+			break;
+		case 't':
+			if ((timeout = mq_duration_arg(optarg, "timeout")) < 1)
+				mq_usage_err("invalid timeout: must be above "
+				    "zero");
 			break;
 		case 'J': o.mode = MQ_OUT_JSON; break;
 		case 'F':
@@ -191,8 +198,9 @@ main(int argc, char *argv[])
 		    "after --)", argv[1]);
 	if (argc == 2)
 		mq_usage_err("no command after --");
-	if (argc == 1 && jobs > 1)
-		mq_usage_err("-j needs a command");
+	if (argc == 1 && (jobs > 1 || timeout))
+		mq_usage_err("%s needs a command", timeout ? "--timeout" :
+		    "-j");
 	if (argc > 2 && cl->autoack)
 		mq_usage_err("-A does not go with a command: the "
 		    "command's exit status settles");
@@ -201,7 +209,7 @@ main(int argc, char *argv[])
 	f.limit = limit;
 	f.until = mq_now() + wait;
 	if (argc > 2) {
-		status = mq_exec_run(q, &f, argv + 2, jobs);
+		status = mq_exec_run(q, &f, argv + 2, jobs, timeout);
 		mq_close(q);
 		return status ? status : mq_finish();
 	}

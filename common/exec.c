@@ -29,10 +29,12 @@
  * - The body reaches the handler through an unlinked temporary file, never
  *   a pipe, so a handler that does not read its stdin cannot block us.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,9 +45,16 @@
 
 #include "mq.h"
 
+#define TAIL	2048	/* bytes of a handler's stderr kept for its reason */
+#define GRACE	5000	/* ms from a timeout's SIGTERM to its SIGKILL */
+
 struct job {
 	pid_t		pid;
 	struct mq_msg	msg;
+	int		err;		/* the read end of its stderr; -1 */
+	int64_t		start, term;	/* when it started; got SIGTERM */
+	char		tail[TAIL];	/* the last of its stderr */
+	size_t		tlen;
 };
 
 static int
@@ -177,7 +186,7 @@ find_command(const char *name)
 struct child {
 	const char	*path;
 	char		**argv, **env;
-	int		 fd;
+	int		 fd, errfd;
 	volatile int	 err;	/* written by the child: shared memory */
 };
 
@@ -208,7 +217,7 @@ child(struct child *c)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(127);	/* mq-recv died meanwhile: run nothing */
-	if (dup2(c->fd, 0) < 0) {
+	if (dup2(c->fd, 0) < 0 || dup2(c->errfd, 2) < 0) {
 		c->err = errno;
 		_exit(127);
 	}
@@ -218,26 +227,34 @@ child(struct child *c)
 }
 
 /*
- * Starts the handler in the handler group, the body on its stdin;
- * returns its pid, or -errno when it could not be executed.  Not fork:
- * copying our address space first was most of the time from a message's
- * claim to its handler's start.
+ * Starts the handler in the handler group, the body on its stdin, its
+ * stderr on a pipe whose read end goes to *err (see drain); returns its
+ * pid, or -errno when it could not be executed.  Not fork: copying our
+ * address space first was most of the time from a message's claim to its
+ * handler's start.
  */
 static pid_t
 spawn(const struct mq_claim *c, char **argv, const char *path,
-    const struct mq_msg *m)
+    const struct mq_msg *m, int *err)
 {
 	struct child ch;
 	sigset_t all, old;
-	int i, nmq = 7;
+	int i, nmq = 7, p[2];
 	pid_t pid;
 
 	fflush(stdout);
 	fflush(stderr);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot make a pipe:");
+	/* its data wakes us (SIGIO, see sig.c) wherever we wait */
+	if (fcntl(p[0], F_SETOWN, getpid()) < 0 ||
+	    fcntl(p[0], F_SETFL, O_NONBLOCK | O_ASYNC) < 0)
+		mq_die(MQ_EX_SOFTWARE, "cannot set up a pipe:");
 	ch.path = path;
 	ch.argv = argv;
 	ch.env = handler_env(c, m);
 	ch.fd = body_fd(m);
+	ch.errfd = p[1];
 	ch.err = 0;
 	/* no handler of ours may run in the child, on our memory */
 	sigfillset(&all);
@@ -246,18 +263,109 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
 		child(&ch);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ch.fd);
+	close(p[1]);
 	for (i = 0; ch.env[i]; i++)
 		;
 	while (nmq-- > 0)	/* the seven handler_env made; the rest borrowed */
 		free(ch.env[--i]);
 	free(ch.env);
-	if (pid < 0)
-		return -errno;
-	if (ch.err) {
+	if (pid < 0 || ch.err) {
+		close(p[0]);
+		if (pid < 0)
+			return -errno;
 		waitpid(pid, NULL, 0);
 		return -ch.err;
 	}
+	*err = p[0];
 	return pid;
+}
+
+/*
+ * What a handler wrote to stderr goes on to ours as it comes, and its
+ * last TAIL bytes are kept for the reason of a failure (j NULL: an
+ * ended handler's pipe that what it started still holds open, read to
+ * its end).  At the end of its writers, the pipe closes.
+ */
+static void
+drain(int *fd, struct job *j)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while (*fd >= 0) {
+		if ((n = read(*fd, buf, sizeof buf)) < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || errno != EAGAIN) {
+				close(*fd);
+				*fd = -1;
+			}
+			return;
+		}
+		fwrite(buf, 1, n, stderr);
+		if (!j)
+			continue;
+		if ((size_t)n >= TAIL) {
+			memcpy(j->tail, buf + n - TAIL, TAIL);
+			j->tlen = TAIL;
+		} else {
+			if (j->tlen + n > TAIL) {
+				memmove(j->tail, j->tail + (j->tlen + n - TAIL),
+				    TAIL - n);
+				j->tlen = TAIL - n;
+			}
+			memcpy(j->tail + j->tlen, buf, n);
+			j->tlen += n;
+		}
+	}
+}
+
+/*
+ * A handler and what it started, its descendants found in /proc: they
+ * share the handler group with the other handlers, so the group cannot
+ * be signalled for one of them.
+ */
+static void
+kill_tree(pid_t root, int sig)
+{
+	pid_t *tree = mq_array(NULL, 1, sizeof *tree), pid, ppid;
+	int n = 1, i, grew = 1;
+	char path[64], buf[512], *p;
+	struct dirent *d;
+	DIR *dir;
+	FILE *f;
+
+	tree[0] = root;
+	while (grew && (dir = opendir("/proc"))) {
+		grew = 0;
+		while ((d = readdir(dir))) {
+			if ((pid = (pid_t)atoi(d->d_name)) <= 0)
+				continue;
+			snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+			if (!(f = fopen(path, "re")))
+				continue;
+			p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') :
+			    NULL;
+			fclose(f);
+			if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
+				continue;
+			for (i = 0; i < n && tree[i] != pid; i++)
+				;
+			if (i < n)
+				continue;	/* have it */
+			for (i = 0; i < n && tree[i] != ppid; i++)
+				;
+			if (i == n)
+				continue;
+			tree = mq_array(tree, n + 1, sizeof *tree);
+			tree[n++] = pid;
+			grew = 1;
+		}
+		closedir(dir);
+	}
+	for (i = 0; i < n; i++)
+		kill(tree[i], sig);
+	free(tree);
 }
 
 struct runner {
@@ -267,32 +375,110 @@ struct runner {
 	struct job	*jobs;
 	int		 n;		/* slots */
 	int		 failed;	/* errno of a handler that could not run */
+	int64_t		 timeout;	/* ms a handler may run; 0: no limit */
+	int		*open;		/* stderr pipes of ended handlers */
+	int		 nopen;
 };
 
-/* What a handler's exit status says about its message. */
+/*
+ * The tail as text a database takes: bytes that are not UTF-8 (the cut
+ * may split a character) and controls but newline and tab become '?'.
+ */
 static void
-outcome(struct mq_settle *s, const struct job *j, int status, char *reason,
-    size_t len)
+clean(char *p, size_t n)
 {
+	size_t i = 0, k;
+	unsigned char c;
+
+	while (i < n) {
+		c = (unsigned char)p[i];
+		k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 :
+		    c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+		if (k > 1 && i + k <= n &&
+		    mq_utf8_valid((unsigned char *)p + i, k)) {
+			i += k;
+			continue;
+		}
+		if (k != 1 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+			p[i] = '?';
+		i++;
+	}
+}
+
+/*
+ * What a handler's exit status says about its message; a failure's
+ * reason says how it ended and, after a colon, the last of its stderr.
+ */
+static char *
+outcome(struct mq_settle *s, const struct job *j, int status,
+    int64_t timeout)
+{
+	char how[64], *reason;
+	size_t n = j->tlen;
+
 	memset(s, 0, sizeof *s);
 	if (mq_parse_receipt(j->msg.receipt, &s->r) < 0)
 		mq_die(MQ_EX_SOFTWARE, "bad receipt %s", j->msg.receipt);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !j->term) {
 		s->how = MQ_ACK;
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR) {
+		return NULL;
+	}
+	if (j->term) {
+		mq_format_duration(timeout, how, sizeof how);
+		memmove(how + 14, how, strlen(how) + 1);
+		memcpy(how, "timeout after ", 14);
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR)
+		snprintf(how, sizeof how, "rejected by handler (exit 65)");
+	else if (WIFEXITED(status))
+		snprintf(how, sizeof how, "handler exited %d",
+		    WEXITSTATUS(status));
+	else
+		snprintf(how, sizeof how, "handler killed by signal %d",
+		    WTERMSIG(status));
+	while (n > 0 && (j->tail[n - 1] == '\n' || j->tail[n - 1] == '\r'))
+		n--;
+	if (asprintf(&reason, "%s%s%.*s", how, n ? ": " : "", (int)n,
+	    j->tail) < 0)
+		mq_die(MQ_EX_SOFTWARE, "out of memory");
+	clean(reason, strlen(reason));
+	s->reason = reason;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR &&
+	    !j->term)
 		s->how = MQ_DEAD_LETTER;
-		s->reason = "rejected by handler (exit 65)";
-	} else {
+	else {
 		s->how = MQ_FAIL;
 		s->delay = -1;
-		if (WIFEXITED(status))
-			snprintf(reason, len, "handler exited %d",
-			    WEXITSTATUS(status));
-		else
-			snprintf(reason, len, "handler killed by signal %d",
-			    WTERMSIG(status));
-		s->reason = reason;
 	}
+	return reason;
+}
+
+/*
+ * A handler past its time gets SIGTERM, with what it started, and
+ * SIGKILL GRACE later; returns when to look again (INT64_MAX: never).
+ */
+static int64_t
+time_out(struct runner *x, int64_t now)
+{
+	int64_t next = INT64_MAX, at;
+	struct job *j;
+	int i;
+
+	for (i = 0; i < x->n && x->timeout; i++) {
+		j = &x->jobs[i];
+		if (!j->pid)
+			continue;
+		if (!j->term && now >= j->start + x->timeout) {
+			kill_tree(j->pid, SIGTERM);
+			j->term = now;
+		} else if (j->term && now >= j->term + GRACE) {
+			kill_tree(j->pid, SIGKILL);
+			continue;	/* it goes at once */
+		}
+		at = j->term ? j->term + GRACE : j->start + x->timeout;
+		if (at < next)
+			next = at;
+	}
+	return next;
 }
 
 /* Settles every handler that has ended, in one batch; returns how many run. */
@@ -301,15 +487,31 @@ reap_jobs(struct mq_follow *f)
 {
 	struct runner *x = f->arg;
 	struct mq_settle *s = mq_array(NULL, x->n, sizeof *s);
-	char (*reason)[64] = mq_array(NULL, x->n, sizeof *reason);
+	char **reason = mq_array(NULL, x->n, sizeof *reason);
 	int i, k = 0, running = 0, status, done[1024];
 	pid_t pid;
 
+	for (i = 0; i < x->n; i++)
+		if (x->jobs[i].pid)
+			drain(&x->jobs[i].err, &x->jobs[i]);
+	for (i = 0; i < x->nopen; i++) {
+		drain(&x->open[i], NULL);
+		if (x->open[i] < 0)
+			x->open[i--] = x->open[--x->nopen];
+	}
+	f->wake_by = time_out(x, mq_now());
 	while (k < x->n && (pid = waitpid(-1, &status, WNOHANG)) > 0)
 		for (i = 0; i < x->n; i++)
 			if (x->jobs[i].pid == pid) {
-				outcome(&s[k], &x->jobs[i], status, reason[k],
-				    sizeof reason[k]);
+				drain(&x->jobs[i].err, &x->jobs[i]);
+				if (x->jobs[i].err >= 0) {	/* held open */
+					x->open = mq_array(x->open,
+					    x->nopen + 1, sizeof *x->open);
+					x->open[x->nopen++] = x->jobs[i].err;
+					x->jobs[i].err = -1;
+				}
+				reason[k] = outcome(&s[k], &x->jobs[i],
+				    status, x->timeout);
 				done[k++] = i;
 				x->jobs[i].pid = 0;
 			}
@@ -319,6 +521,7 @@ reap_jobs(struct mq_follow *f)
 			mq_warn("%s: lease was lost before the handler "
 			    "finished; not settled", x->jobs[done[i]].msg.receipt);
 		mq_msg_free(&x->jobs[done[i]].msg);
+		free(reason[i]);
 	}
 	free(s);
 	free(reason);
@@ -370,7 +573,8 @@ start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
 	for (i = 0; i < n; i++) {
 		while (x->jobs[slot].pid)
 			slot++;
-		if ((pid = spawn(&f->c, x->argv, x->path, &m[i])) < 0) {
+		if ((pid = spawn(&f->c, x->argv, x->path, &m[i],
+		    &x->jobs[slot].err)) < 0) {
 			/* not run: give it and the rest back untouched */
 			x->failed = -pid;
 			release(x->q, m + i, n - i);
@@ -379,6 +583,9 @@ start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
 		}
 		x->jobs[slot].msg = m[i];
 		x->jobs[slot].pid = pid;
+		x->jobs[slot].start = mq_now();
+		x->jobs[slot].term = 0;
+		x->jobs[slot].tlen = 0;
 	}
 	return 0;
 }
@@ -425,7 +632,8 @@ stop_jobs(struct mq_follow *f)
 }
 
 int
-mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
+mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs,
+    int64_t timeout)
 {
 	struct runner x;
 	int i;
@@ -433,9 +641,12 @@ mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
 	memset(&x, 0, sizeof x);
 	x.q = q;
 	x.argv = argv;
+	x.timeout = timeout;
 	x.n = jobs > 1024 ? 1024 : jobs;
 	x.jobs = mq_array(NULL, x.n, sizeof *x.jobs);
 	memset(x.jobs, 0, x.n * sizeof *x.jobs);
+	for (i = 0; i < x.n; i++)
+		x.jobs[i].err = -1;
 	x.path = find_command(argv[0]);
 	start_group();
 	f->pgid = group;
@@ -450,8 +661,14 @@ mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs)
 	mq_follow(q, f);
 	kill(group, SIGKILL);	/* the anchor, its work done */
 	waitpid(group, NULL, 0);
-	for (i = 0; i < x.n; i++)
+	for (i = 0; i < x.n; i++) {
 		mq_msg_free(&x.jobs[i].msg);
+		if (x.jobs[i].err >= 0)
+			close(x.jobs[i].err);
+	}
+	for (i = 0; i < x.nopen; i++)
+		close(x.open[i]);
+	free(x.open);
 	free(x.jobs);
 	free(x.path);
 	if (x.failed)

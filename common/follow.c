@@ -143,6 +143,8 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			wake = f->until;
 		if (wake > reaped + idle)
 			wake = reaped + idle;
+		if (f->busy && running && f->wake_by < wake)
+			wake = f->wake_by;	/* a handler's timeout */
 		f->c.woken = mq_wait(w, wake) == 2;
 	}
 	if (f->member)

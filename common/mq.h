@@ -387,7 +387,7 @@ int64_t	 mq_backoff(const char *schedule, int attempt);
 struct mq_verdict {
 	int		state;		/* MQ_WAITING or MQ_DEAD */
 	int64_t		due;
-	char		reason[1100];
+	char		reason[4200];	/* a handler's stderr may be 2 KiB */
 };
 void	 mq_rule_fail(const struct mq_group *, int attempt, int64_t now,
 	    int64_t delay, const char *why, struct mq_verdict *);
@@ -419,13 +419,15 @@ struct mq_follow {
 	int		(*busy)(struct mq_follow *);	/* NULL: none run */
 	void		(*halt)(struct mq_follow *);	/* second signal */
 	void		 *arg;
+	int64_t		 wake_by;	/* set by busy: look again then */
 	int64_t		 lease;		/* out: the lease in force */
 	long		 taken;		/* out */
 };
 int	 mq_follow(struct mq *, struct mq_follow *);
 
 /* exec.c: running a command per message (mq-recv -- COMMAND) */
-int	 mq_exec_run(struct mq *, struct mq_follow *, char **argv, int jobs);
+int	 mq_exec_run(struct mq *, struct mq_follow *, char **argv, int jobs,
+	    int64_t timeout);
 
 /* out.c: escapes, JSON, format strings */
 enum { MQ_OUT_LINE, MQ_OUT_NUL, MQ_OUT_JSON, MQ_OUT_FORMAT, MQ_OUT_BODY };

@@ -375,9 +375,14 @@ trace_group(FILE *f, const struct mq_trace_group *g)
 		const struct mq_event *e = &g->ev[i];
 
 		mq_rfc3339(e->ts, ts, sizeof ts);
-		fprintf(f, "  %s  attempt %d  %-9s  %s:%lld%s%s\n", ts,
-		    e->attempt, e->event, e->host, (long long)e->pid,
-		    e->reason ? "  " : "", e->reason ? e->reason : "");
+		fprintf(f, "  %s  attempt %d  %-9s  %s:%lld", ts,
+		    e->attempt, e->event, e->host, (long long)e->pid);
+		if (e->reason) {	/* one line: a handler's stderr escaped */
+			fputs("  ", f);
+			mq_escape(f, (const unsigned char *)e->reason,
+			    strlen(e->reason));
+		}
+		putc('\n', f);
 	}
 }
 

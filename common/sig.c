@@ -1,6 +1,6 @@
 /*
  * sig.c: signals.  The first SIGTERM or SIGINT asks a program to stop
- * (mq_stop counts them); SIGCHLD only wakes it.  Whatever a program is
+ * (mq_stop counts them); SIGCHLD and SIGIO only wake it.  Whatever a program is
  * waiting in is told through the poke it registered (a waiter bumps the
  * word it sleeps on), so a signal that lands just before the sleep is
  * not slept through.  Handlers are installed without SA_RESTART, so a
@@ -20,7 +20,7 @@ on_signal(int sig)
 {
 	int saved = errno;
 
-	if (sig != SIGCHLD)
+	if (sig != SIGCHLD && sig != SIGIO)
 		mq_stop++;
 	if (poke)
 		poke();
@@ -38,6 +38,7 @@ mq_catch_stop(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGCHLD, &sa, NULL);
+	sigaction(SIGIO, &sa, NULL);	/* a handler's stderr (exec.c) */
 }
 
 /* fn must be async-signal-safe; NULL removes it. */
