@@ -18,10 +18,14 @@
 static const char synopsis[] =
     "usage: mq-recv [-0Af] [-d FILE] [-g GROUP] [-n N] [-w DUR] "
     "[--lease DUR]\n"
-    "               [--json | --format FMT] [--from latest] TOPIC\n"
-    "       mq-recv [-f] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
+    "               [--json | --format FMT] [--from latest] "
+    "[--max-time DUR]\n"
+    "               [--empty-ok] TOPIC\n"
+    "       mq-recv [-fv] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
     "[--lease DUR]\n"
-    "               [--timeout DUR] TOPIC -- COMMAND [ARG ...]\n";
+    "               [--timeout DUR] [--max-time DUR] [--empty-ok] TOPIC "
+    "--\n"
+    "               COMMAND [ARG ...]\n";
 static const char *const help[] = {
 	"-0, --null",			"NUL-terminated output",
 	"-A, --auto-ack",		"ack each message as it is printed",
@@ -34,6 +38,9 @@ static const char *const help[] = {
 	"--lease DUR",			"lease the messages for DUR",
 	"-n, --count N",		"receive up to N messages (0: all ready)",
 	"--timeout DUR",		"stop a command that runs longer",
+	"--max-time DUR",		"take no message after DUR",
+	"--empty-ok",			"exit 0, not 1, when nothing came",
+	"-v, --verbose",		"a line per message a command settled",
 	"-w, --wait DUR",		"wait up to DUR for a message",
 	NULL,
 };
@@ -122,6 +129,9 @@ main(int argc, char *argv[])
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "from", required_argument, NULL, 'r' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "max-time", required_argument, NULL, 'T' },
+		{ "empty-ok", no_argument, NULL, 'E' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -129,15 +139,15 @@ main(int argc, char *argv[])
 	const char *dbpath = NULL;
 	struct mq_follow f;
 	struct mq_claim *cl = &f.c;
-	int64_t wait = 0, timeout = 0;
+	int64_t wait = 0, timeout = 0, max_time = 0;
 	long limit = -1;
-	int c, jobs = 1, status;
+	int c, jobs = 1, status, empty_ok = 0;
 
 	mq_begin(argv, synopsis, help);
 	memset(&f, 0, sizeof f);
 	cl->group = "default";
 	o.mode = MQ_OUT_LINE;
-	while ((c = getopt_long(argc, argv, "+0Ad:fg:hj:n:Vw:", opts,
+	while ((c = getopt_long(argc, argv, "+0Ad:fg:hj:n:vVw:", opts,
 	    NULL)) != -1) {
 		switch (c) {
 		case '0': o.mode = MQ_OUT_NUL; break;
@@ -162,6 +172,9 @@ main(int argc, char *argv[])
 				mq_usage_err("invalid timeout: must be above "
 				    "zero");
 			break;
+		case 'T': max_time = mq_duration_arg(optarg, "time"); break;
+		case 'E': empty_ok = 1; break;
+		case 'v': f.verbose = 1; break;
 		case 'J': o.mode = MQ_OUT_JSON; break;
 		case 'F':
 			if (mq_check_format(optarg) < 0)
@@ -198,9 +211,9 @@ main(int argc, char *argv[])
 		    "after --)", argv[1]);
 	if (argc == 2)
 		mq_usage_err("no command after --");
-	if (argc == 1 && (jobs > 1 || timeout))
+	if (argc == 1 && (jobs > 1 || timeout || f.verbose))
 		mq_usage_err("%s needs a command", timeout ? "--timeout" :
-		    "-j");
+		    f.verbose ? "-v" : "-j");
 	if (argc > 2 && cl->autoack)
 		mq_usage_err("-A does not go with a command: the "
 		    "command's exit status settles");
@@ -208,9 +221,12 @@ main(int argc, char *argv[])
 	q = mq_open(dbpath, MQ_WRITE);
 	f.limit = limit;
 	f.until = mq_now() + wait;
+	f.stop_at = max_time ? mq_now() + max_time : 0;
 	if (argc > 2) {
 		status = mq_exec_run(q, &f, argv + 2, jobs, timeout);
 		mq_close(q);
+		if (status == MQ_EX_NONE && empty_ok)
+			status = 0;
 		return status ? status : mq_finish();
 	}
 	/* listed by mq-lag --consumers; its leases stay the receipts' */
@@ -228,5 +244,5 @@ main(int argc, char *argv[])
 	}
 	if ((status = mq_finish()))
 		return status;
-	return f.taken || mq_stop ? 0 : MQ_EX_NONE;
+	return f.taken || mq_stop || empty_ok ? 0 : MQ_EX_NONE;
 }

@@ -411,7 +411,7 @@ clean(char *p, size_t n)
  */
 static char *
 outcome(struct mq_settle *s, const struct job *j, int status,
-    int64_t timeout)
+    int64_t timeout, char *ended, size_t elen)
 {
 	char how[64], *reason;
 	size_t n = j->tlen;
@@ -419,6 +419,12 @@ outcome(struct mq_settle *s, const struct job *j, int status,
 	memset(s, 0, sizeof *s);
 	if (mq_parse_receipt(j->msg.receipt, &s->r) < 0)
 		mq_die(MQ_EX_SOFTWARE, "bad receipt %s", j->msg.receipt);
+	if (j->term)
+		snprintf(ended, elen, "timeout");
+	else if (WIFEXITED(status))
+		snprintf(ended, elen, "exit %d", WEXITSTATUS(status));
+	else
+		snprintf(ended, elen, "signal %d", WTERMSIG(status));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !j->term) {
 		s->how = MQ_ACK;
 		return NULL;
@@ -481,6 +487,24 @@ time_out(struct runner *x, int64_t now)
 	return next;
 }
 
+/* -v: "jobs/workers #9 attempt 3: exit 1 -> retry in 30s" */
+static void
+said(const struct mq_follow *f, const struct mq_settle *s,
+    const struct mq_msg *m, const char *ended)
+{
+	char then[32] = "";
+	int64_t d = s->due - mq_now();
+
+	if (d >= 1000)
+		d = (d + 500) / 1000 * 1000;	/* to the second */
+	if (s->how == MQ_FAIL && s->result == MQ_SETTLED)
+		mq_format_duration(d > 0 ? d : 0, then, sizeof then);
+	fprintf(stderr, "%s/%s #%lld attempt %d: %s -> %s%s\n", f->c.topic,
+	    f->c.group, (long long)m->off, m->attempt, ended,
+	    s->how == MQ_ACK ? "acked" : *then ? "retry in " : "dead letter",
+	    then);
+}
+
 /* Settles every handler that has ended, in one batch; returns how many run. */
 static int
 reap_jobs(struct mq_follow *f)
@@ -488,6 +512,7 @@ reap_jobs(struct mq_follow *f)
 	struct runner *x = f->arg;
 	struct mq_settle *s = mq_array(NULL, x->n, sizeof *s);
 	char **reason = mq_array(NULL, x->n, sizeof *reason);
+	char (*ended)[32] = mq_array(NULL, x->n, sizeof *ended);
 	int i, k = 0, running = 0, status, done[1024];
 	pid_t pid;
 
@@ -511,7 +536,8 @@ reap_jobs(struct mq_follow *f)
 					x->jobs[i].err = -1;
 				}
 				reason[k] = outcome(&s[k], &x->jobs[i],
-				    status, x->timeout);
+				    status, x->timeout, ended[k],
+				    sizeof ended[k]);
 				done[k++] = i;
 				x->jobs[i].pid = 0;
 			}
@@ -520,11 +546,14 @@ reap_jobs(struct mq_follow *f)
 		if (s[i].result == MQ_STALE || s[i].result == MQ_UNKNOWN)
 			mq_warn("%s: lease was lost before the handler "
 			    "finished; not settled", x->jobs[done[i]].msg.receipt);
+		else if (f->verbose)
+			said(f, &s[i], &x->jobs[done[i]].msg, ended[i]);
 		mq_msg_free(&x->jobs[done[i]].msg);
 		free(reason[i]);
 	}
 	free(s);
 	free(reason);
+	free(ended);
 	for (i = 0; i < x->n; i++)
 		running += x->jobs[i].pid != 0;
 	return running;

@@ -90,8 +90,14 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			f->halt(f);
 			break;
 		}
-		if (mq_stop)
+		if ((mq_stop || (f->stop_at && mq_now() >= f->stop_at)) &&
+		    !stopped) {
 			stopped = 1;
+			if (mq_stop && running && isatty(2))
+				fprintf(stderr, "%s: stopping: waiting for %d "
+				    "handler%s; ^C again to kill them\n",
+				    mq_prog, running, running == 1 ? "" : "s");
+		}
 		if (stopped && running == 0)
 			break;
 		now = mq_now();
@@ -145,6 +151,8 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			wake = reaped + idle;
 		if (f->busy && running && f->wake_by < wake)
 			wake = f->wake_by;	/* a handler's timeout */
+		if (f->stop_at && !stopped && f->stop_at < wake)
+			wake = f->stop_at;
 		f->c.woken = mq_wait(w, wake) == 2;
 	}
 	if (f->member)

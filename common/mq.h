@@ -251,6 +251,7 @@ struct mq_settle {
 	int64_t		 extend;	/* MQ_EXTEND */
 	const char	*reason;
 	int		 result;	/* out: MQ_SETTLED ... */
+	int64_t		 due;		/* out: MQ_FAIL: when it goes again */
 };
 void	 mq_settle(struct mq *, struct mq_settle *, size_t n);
 
@@ -420,6 +421,8 @@ struct mq_follow {
 	void		(*halt)(struct mq_follow *);	/* second signal */
 	void		 *arg;
 	int64_t		 wake_by;	/* set by busy: look again then */
+	int64_t		 stop_at;	/* take nothing from then on; 0: never */
+	int		 verbose;	/* exec mode: a line per settled message */
 	int64_t		 lease;		/* out: the lease in force */
 	long		 taken;		/* out */
 };

@@ -3,8 +3,9 @@
 # run (exec mode).  A failed handler's stderr still reaches mq-recv's and
 # its last 2 KiB are the failure's reason: in the history (--trace), the
 # listing and the dead letter.  --timeout stops a handler with what it
-# started (SIGTERM, then SIGKILL) and fails its delivery.  On both
-# backends.
+# started (SIGTERM, then SIGKILL) and fails its delivery.  A worker that
+# says what it does: -v, the first ^C on a terminal; --max-time and
+# --empty-ok for cron-run workers.  On both backends.
 
 load test_helper
 
@@ -123,4 +124,66 @@ error: disk full"
 	run -0 mq-recv -g g --timeout 60s t -- sh -c 'sleep 0.2; cat'
 	assert_output m
 	[ "$(sql 'SELECT settled FROM grp')" = 1 ]
+}
+
+# --- a worker that says what it does -------------------------------------
+
+@test "-v: one line per settled message: acked, retry in, dead letter" {
+	mq-topic group t g --max-attempts 2 --backoff 30s >/dev/null
+	mq-send -q t ok bad rej
+	run -0 --separate-stderr mq-recv -v -n 0 -g g t -- sh -c \
+	    'case $(cat) in ok) exit 0;; bad) exit 1;; rej) exit 65;; esac'
+	assert_equal "$stderr" "t/g #1 attempt 1: exit 0 -> acked
+t/g #2 attempt 1: exit 1 -> retry in 30s
+t/g #3 attempt 1: exit 65 -> dead letter"
+	run -64 --separate-stderr mq-recv -v t
+	assert_equal "${stderr_lines[0]}" "mq-recv: -v needs a command"
+}
+
+@test "--empty-ok: an empty queue is 0, not 1, in both modes" {
+	mq-topic group t g >/dev/null
+	run -1 mq-recv -g g t
+	run -0 mq-recv --empty-ok -g g t
+	run -1 mq-recv -g g t -- true
+	run -0 mq-recv --empty-ok -g g t -- true
+	run -0 mq-recv --empty-ok -w 100ms -g g t
+	mq-send -q t m
+	run -0 mq-recv --empty-ok -g g t
+	assert_output --regexp $'^t:g:1:1:[0-9a-f]+\tm$'
+}
+
+@test "--max-time: a following worker takes nothing after it, lets its handler finish, and exits" {
+	mq-topic group t g >/dev/null
+	run -1 mq-recv -f --max-time 1s -g g t
+	mq-send -q t m1 m2
+	# the first handler runs until the file go is there
+	bg out mq-recv -f -j 1 --max-time 3s -g g t -- sh -c \
+	    'cat >>seen; echo >>seen; until [ -e go ]; do sleep 0.1; done'
+	wait_for 30 test -s seen
+	t0=$(now_ms)
+	past() { [ $(( $(now_ms) - t0 )) -ge 4000 ]; }
+	wait_for 30 past
+	touch go
+	finish "$BG" 30
+	[ "$ST" = 0 ] || fail "exit $ST: $(cat out)"
+	assert_equal "$(cat seen)" m1
+	assert_equal "$(sql 'SELECT settled FROM grp')" 1
+	run -0 mq-recv -g g --format '%o\n' t
+	assert_output 2
+}
+
+@test "the first ^C on a terminal says what it waits for; the handler finishes and is settled" {
+	mq-topic group t g >/dev/null
+	mq-send -q t m
+	# script(1) gives mq-recv a terminal; its pid goes to rpid
+	bg out script -qec "sh -c 'echo \$\$ >rpid; exec mq-recv -f -g g t -- sh -c \"touch started; until [ -e go ]; do sleep 0.1; done\"'" /dev/null
+	wait_for 30 test -e started
+	kill -INT "$(cat rpid)"
+	stopping() { grep -q 'stopping' out; }
+	wait_for 30 stopping
+	touch go
+	finish "$BG" 30
+	grep -q $'^mq-recv: stopping: waiting for 1 handler; \\^C again to kill them\r$' out ||
+	    fail "$(cat -A out)"
+	assert_equal "$(sql 'SELECT settled FROM grp')" 1
 }

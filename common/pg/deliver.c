@@ -808,6 +808,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		return MQ_SETTLED;
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, rc->attempt, now, st->delay, st->reason, &v);
+		st->due = v.due;
 		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
 		    "state = $5, due = $6, consumer = NULL, reason = $7 WHERE "
 		    LIVE " RETURNING since, host, pid", 7, g, off, att, tok,

@@ -635,6 +635,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		return MQ_SETTLED;
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, r->attempt, now, st->delay, st->reason, &v);
+		st->due = v.due;
 		s = sq_stmt(q, "UPDATE delivery SET state = ?5, due = ?6, "
 		    "consumer = NULL, reason = ?7 WHERE " LIVE);
 		sqlite3_bind_int(s, 5, v.state);
