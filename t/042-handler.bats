@@ -7,6 +7,9 @@
 # says what it does: -v, the first ^C on a terminal; --max-time and
 # --empty-ok for cron-run workers.  On both backends.
 
+# shellcheck disable=SC2154 # stderr, stderr_lines: set by bats' run --separate-stderr
+# shellcheck disable=SC2016 # handlers' scripts in single quotes: theirs to expand
+
 load test_helper
 
 teardown() {
