@@ -113,7 +113,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			want = f->want(f, want);
 		if (!stopped && want > 0) {
 			k = mq_claim(q, &f->c, msgs, want, &next_due);
-			f->c.woken = 0;
+			f->c.woken = k == want;	/* more is likely there */
 			if (note) {	/* made by now */
 				fputs(note, stderr);
 				free(note);

@@ -234,8 +234,9 @@ struct mq_claim {
 	int64_t		 lease;		/* ms; 0: the group's */
 	int		 autoack;
 	int64_t		 consumer;	/* 0: the lease belongs to the receipt */
-	int		 woken;		/* the topic just changed: skip the
-					   read that looks for nothing first */
+	int		 woken;		/* the topic just changed (or the last
+					   claim was full): skip the read that
+					   looks for nothing first */
 };
 int	 mq_claim(struct mq *, const struct mq_claim *, struct mq_msg *out,
 	    int max, int64_t *next_due);

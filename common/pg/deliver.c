@@ -606,17 +606,24 @@ write_claim(struct claimer *k)
 		PQclear(r);
 	}
 	if (k->a_off.n) {
-		TRY(r, pg_q(q, "cannot record history", "INSERT INTO history "
+		/* and the group's row, unless it went with the leases */
+		TRY(r, pg_q(q, "cannot record history", "WITH g AS (UPDATE grp "
+		    "SET pos = greatest(pos, $8), delivered = delivered + $9, "
+		    "settled = settled + $10, deadlettered = deadlettered + $11 "
+		    "WHERE id = $1 AND NOT $12) INSERT INTO history "
 		    "(grp, off, ts, n, attempt, event, host, pid, reason, since, "
 		    "dhost, dpid) SELECT $1, v.off, $4, $5, v.a, 'acked', $6, $7, "
 		    "'auto-ack', $4, $6, $7 FROM unnest($2::bigint[], $3::int[]) "
-		    "AS v(off, a)", 7, pg_int(q, k->g.id), pg_arr_end(&k->a_off),
-		    pg_arr_end(&k->a_att), pg_int(q, k->now), pg_int(q, mq_history_n()),
-		    mq_hostname(), pg_int(q, mq_pid())));
+		    "AS v(off, a)", 12, pg_int(q, k->g.id), pg_arr_end(&k->a_off),
+		    pg_arr_end(&k->a_att), pg_int(q, k->now),
+		    pg_int(q, mq_history_n()), mq_hostname(), pg_int(q, mq_pid()),
+		    pg_int(q, k->pos), pg_int(q, k->delivered),
+		    pg_int(q, k->settled), pg_int(q, k->dead),
+		    k->l_off.n ? "true" : "false"));
 		PQclear(r);
 	}
-	if (k->l_off.n)
-		return 0;	/* the group's row went with the leases */
+	if (k->l_off.n || k->a_off.n)
+		return 0;	/* the group's row went with one of them */
 	TRY(r, pg_q(q, "cannot update group", "UPDATE grp SET pos = "
 	    "greatest(pos, $2), delivered = delivered + $3, "
 	    "settled = settled + $4, deadlettered = deadlettered + $5 "
