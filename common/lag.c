@@ -151,6 +151,101 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 	}
 }
 
+/*
+ * The rate of --watch in at most 5 columns: 0.4, 12, 9999, 12.3k.
+ */
+static void
+rate(double v, char *buf, size_t len)
+{
+	if (v < 10)
+		snprintf(buf, len, "%.1f", v);
+	else if (v < 10000)
+		snprintf(buf, len, "%.0f", v);
+	else
+		mq_human_count((int64_t)v, buf, len);
+}
+
+/*
+ * The table for people, in 80 columns for ordinary names: the columns
+ * after LAG are left out when every row shows 0 or - in them, and with
+ * MQ_LAG_WATCH, DELAY and CONS make room for IN/s and OUT/s;
+ * MQ_LAG_WIDE shows every column.
+ */
+void
+mq_lag_table(FILE *f, const struct mq_lag *L, int how)
+{
+	enum { NCOL = 14, OPT = 5, DELAY = 8, CONS = 11, RATES = 12 };
+	static const char *head[NCOL] = { "TOPIC", "GROUP", "END", "POS", "LAG",
+	    "INFL", "EXP", "RETRY", "DELAY", "DEAD", "AGE", "CONS", "IN/s",
+	    "OUT/s" };
+	const char *h[NCOL];
+	char c[NCOL][MQ_NAME_MAX + 8], al[NCOL + 1], *cells[NCOL];
+	int show[NCOL], hot[NCOL], i, k, n;
+	struct mq_table *tb;
+	struct { char c[NCOL][32]; int hot[NCOL]; } *rows;
+
+	rows = mq_array(NULL, L->n + 1, sizeof *rows);
+	for (k = 0; k < NCOL; k++)
+		show[k] = k < OPT || (k < RATES && (how & MQ_LAG_WIDE)) ||
+		    (k >= RATES && (how & MQ_LAG_WATCH));
+	for (i = 0; i < L->n; i++) {
+		const struct mq_lag_row *r = &L->rows[i];
+		char (*v)[32] = rows[i].c;
+
+		memset(rows[i].hot, 0, sizeof rows[i].hot);
+		mq_human_count(r->t.next_off - 1, v[2], 32);
+		if (!r->has_group) {
+			for (k = 3; k < NCOL; k++)
+				strcpy(v[k], "-");
+			continue;
+		}
+		mq_human_count(r->g.pos, v[3], 32);
+		mq_human_count(r->s.lag, v[4], 32);
+		mq_human_count(r->s.inflight, v[5], 32);
+		mq_human_count(r->s.expired, v[6], 32);
+		mq_human_count(r->s.retrying, v[7], 32);
+		mq_human_count(r->s.delayed, v[8], 32);
+		mq_human_count(r->s.dead, v[9], 32);
+		if (r->s.oldest_ts)
+			mq_human_age(mq_lag_age(L, r), v[10], 32);
+		else
+			strcpy(v[10], "-");
+		mq_human_count(r->s.consumers, v[11], 32);
+		rate(r->in, v[12], 32);
+		rate(r->out, v[13], 32);
+		for (k = OPT; k < RATES; k++)
+			if (strcmp(v[k], "0") && strcmp(v[k], "-") &&
+			    (!(how & MQ_LAG_WATCH) || (k != DELAY && k != CONS)))
+				show[k] = 1;
+		rows[i].hot[4] = mq_lag_breached(L, r, MQ_LIM_LAG);
+		rows[i].hot[6] = mq_lag_breached(L, r, MQ_LIM_EXPIRED);
+		rows[i].hot[9] = r->s.dead > 0;
+		rows[i].hot[10] = mq_lag_breached(L, r, MQ_LIM_AGE);
+	}
+	for (k = n = 0; k < NCOL; k++)
+		if (show[k]) {
+			h[n] = head[k];
+			al[n] = k < 2 ? 'l' : 'r';
+			cells[n++] = c[k];
+		}
+	al[n] = '\0';
+	tb = mq_table_new(n, h, al);
+	for (i = 0; i < L->n; i++) {
+		snprintf(c[0], sizeof c[0], "%s", L->rows[i].t.name);
+		snprintf(c[1], sizeof c[1], "%s",
+		    L->rows[i].has_group ? L->rows[i].g.name : "-");
+		for (k = 2; k < NCOL; k++)
+			strcpy(c[k], rows[i].c[k]);
+		for (k = n = 0; k < NCOL; k++)
+			if (show[k])
+				hot[n++] = rows[i].hot[k];
+		mq_table_add(tb, cells, hot);
+	}
+	mq_table_print(f, tb, mq_want_colour(f));
+	mq_table_free(tb);
+	free(rows);
+}
+
 static int
 cmp_topics(const void *a, const void *b)
 {
