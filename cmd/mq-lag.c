@@ -27,6 +27,8 @@ static const char synopsis[] =
     "[[TOPIC/]GROUP=]DUR]\n"
     "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
     "[[TOPIC/]GROUP=]N]\n"
+    "              [--max-idle [[TOPIC/]GROUP=]DUR] [--max-silence "
+    "[TOPIC=]DUR]\n"
     "              [--wide] [--watch [DUR]] [TOPIC [GROUP]]\n"
     "       mq-lag [-d FILE] --messages [--state STATE[,...]] [-k KEY] "
     "[-n N]\n"
@@ -40,7 +42,10 @@ static const char *const help[] = {
 	"--max-age [[TOPIC/]GROUP=]DUR",	"limit the oldest message's age",
 	"--max-dead [[TOPIC/]GROUP=]N",		"limit the dead letters",
 	"--max-expired [[TOPIC/]GROUP=]N",	"limit the expired leases",
+	"--max-idle [[TOPIC/]GROUP=]DUR",	"limit a backlog's time since a "
+						"settle",
 	"--max-lag [[TOPIC/]GROUP=]N",		"limit the lag",
+	"--max-silence [TOPIC=]DUR",		"limit the time since a send",
 	"--messages",				"list a group's messages by state",
 	"-n N",					"at most N --messages",
 	"--prometheus",				"print Prometheus metrics",
@@ -137,6 +142,8 @@ main(int argc, char *argv[])
 		{ "max-age", required_argument, NULL, 'a' },
 		{ "max-dead", required_argument, NULL, 'x' },
 		{ "max-expired", required_argument, NULL, 'e' },
+		{ "max-silence", required_argument, NULL, 'S' },
+		{ "max-idle", required_argument, NULL, 'I' },
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "wide", no_argument, NULL, 'W' },
@@ -168,6 +175,8 @@ main(int argc, char *argv[])
 		case 'a': mq_lag_limit(MQ_LIM_AGE, optarg); break;
 		case 'x': mq_lag_limit(MQ_LIM_DEAD, optarg); break;
 		case 'e': mq_lag_limit(MQ_LIM_EXPIRED, optarg); break;
+		case 'S': mq_lag_limit(MQ_LIM_SILENCE, optarg); break;
+		case 'I': mq_lag_limit(MQ_LIM_IDLE, optarg); break;
 		case 'w':
 			every = 2000;
 			if (optarg)

@@ -296,6 +296,123 @@ t/h: lag 10 > 5"
 	assert_line 't/g: expired 1 > 0'
 }
 
+@test "--max-silence: a topic nothing was sent to for longer than DUR, one line per topic" {
+	mq-send -q t a
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	mq-send -q u b
+	# last_send_ms is the topic's last message's time, on every row
+	ts=$(sql "SELECT max(ts) FROM msg WHERE topic = (SELECT id FROM topic WHERE name = 't')")
+	run -0 mq-lag --json t
+	assert_equal "${#lines[@]}" 2
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	jtrue -s --argjson ts "$ts" 'map(.last_send_ms == $ts) | all' <<<"$output"
+	run -0 mq-lag -q --max-silence 1h
+	assert_output ""
+	silent() {
+		run mq-lag -q --max-silence 100ms
+		[ "$status" -eq 1 ] && [[ $output == *"u: silent"* ]]
+	}
+	wait_for 15 silent
+	# once per topic, however many groups it has
+	assert_equal "${#lines[@]}" 2
+	assert_line --regexp '^t: silent [0-9.]+s > 100ms$'
+	assert_line --regexp '^u: silent [0-9.]+s > 100ms$'
+	# a limit for a topic overrides the global one
+	run -1 mq-lag -q --max-silence 100ms --max-silence u=1h
+	assert_output --regexp '^t: silent [0-9.]+s > 100ms$'
+	# a send ends the silence
+	mq-send -q t c
+	run -0 mq-lag -q --max-silence t=1h --max-silence u=1h
+	assert_output ""
+	# a breach in the table: after it, on stdout, exit 1
+	run -1 --separate-stderr mq-lag --max-silence u=100ms
+	assert_equal "$stderr" ""
+	assert_line --index 0 --regexp '^TOPIC +GROUP'
+	assert_line --regexp '^u: silent [0-9.]+s > 100ms$'
+	# a topic that is not there, or a group in its place: 64
+	run -64 --separate-stderr mq-lag -q --max-silence nope=1s
+	assert_equal "$stderr" "mq-lag: --max-silence: no such topic: nope"
+	run -64 --separate-stderr mq-lag -q --max-silence t/g=1s
+	[[ ${stderr_lines[0]} == "mq-lag: invalid topic name 't/g'"* ]] ||
+	    fail "$stderr"
+	run -64 mq-lag -q --max-silence 5x
+	run -64 mq-lag -q --max-silence --topics 1s
+	# Prometheus: the same time, in seconds
+	run -0 mq-lag --prometheus
+	ts=$(sql "SELECT last_ts FROM topic WHERE name = 'u'")
+	printf '%s\n' "$output" >prom
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	run -0 awk -v ts="$ts" '$1 == "mq_topic_last_send_timestamp_seconds{topic=\"u\"}" { print ($2 * 1000 - ts < 1 && ts - $2 * 1000 < 1) }' prom
+	assert_output 1
+	run -0 bash -c 'promtool check metrics <prom'
+	assert_output ""
+}
+
+@test "--max-idle: a group with a backlog that settled nothing for longer than DUR" {
+	mq-send -q t a
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	assert_equal "$(jf last_settle_ms)" null
+	run -0 mq-lag -q --max-idle 1h
+	assert_output ""
+	idle() {
+		run mq-lag -q --max-idle "$@"
+		[ "$status" -eq 1 ]
+	}
+	wait_for 15 idle 100ms
+	assert_equal "${#lines[@]}" 2
+	assert_line --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	assert_line --regexp '^t/h: idle [0-9.]+s > 100ms$'
+	# TOPIC/GROUP and GROUP limits, as for the others
+	run -1 mq-lag -q --max-idle 100ms --max-idle t/h=1h
+	assert_output --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	# g settles: last_settle_ms is then, and without a backlog g is not
+	# idle however long ago that was
+	before=$(now_ms)
+	run -0 mq-recv -g g --format '%r' t
+	mq-ack "$output"
+	after=$(now_ms)
+	run -0 jf last_settle_ms
+	[ "$output" -ge "$before" ] && [ "$output" -le "$after" ] ||
+	    fail "last_settle_ms $output not in [$before, $after]"
+	settled=$output
+	later() {
+		[ "$(now_ms)" -gt $((settled + 300)) ]
+	}
+	wait_for 15 later
+	run -1 mq-lag -q --max-idle 100ms
+	assert_output --regexp '^t/h: idle [0-9.]+s > 100ms$'
+	# a new backlog: idle counts from its oldest message, not from the
+	# settle long before
+	mq-send -q t b
+	run -0 mq-lag -q --max-idle g=1h
+	assert_output ""
+	wait_for 15 idle g=100ms
+	assert_output --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	# JSON: h never settled
+	run -0 mq-lag --json t h
+	jtrue '.last_settle_ms == null' <<<"$output"
+	# Prometheus: a sample for g, none for h (never)
+	run -0 mq-lag --prometheus
+	printf '%s\n' "$output" >prom
+	run -0 grep -c '^mq_group_last_settle_timestamp_seconds{' prom
+	assert_output 1
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	run -0 awk -v ts="$settled" '$1 == "mq_group_last_settle_timestamp_seconds{topic=\"t\",group=\"g\"}" { print ($2 * 1000 - ts < 1 && ts - $2 * 1000 < 1) }' prom
+	assert_output 1
+	run -0 bash -c 'promtool check metrics <prom'
+	assert_output ""
+	# an auto-ack settles too
+	run -0 mq-recv -A -g h t
+	run -0 mq-lag --json t h
+	jtrue '.last_settle_ms > 0' <<<"$output"
+	# a group that is not there: 64
+	run -64 --separate-stderr mq-lag -q --max-idle t/x=1s
+	assert_equal "$stderr" "mq-lag: --max-idle: no such group: t/x"
+	run -64 mq-lag -q --max-idle g=soon
+}
+
 @test "bad threshold values exit 64 with one line, then the usage" {
 	mq-send -q t a
 	mq-topic group t g >/dev/null
@@ -351,6 +468,9 @@ t/h: lag 10 > 5"
 	jtrue '.lag == 3 and .in_flight == 1' <<<"$line"
 	line=$(jq -c 'select(.group == "done")' <<<"$output")
 	jtrue '.lag == 0 and .oldest_time == null and .settled_total == 1' <<<"$line"
+	jtrue '(.last_settle_ms | type) == "number" and (.last_send_ms | type) == "number"' <<<"$line"
+	jtrue '.last_settle_ms == null' <<<"$(jq -c 'select(.group == "g")' <<<"$output")"
+	jtrue -s 'map(.last_send_ms | type) | unique == ["number"]' <<<"$output"
 	# a breach goes to stderr, so the JSON stays parseable
 	run -1 --separate-stderr mq-lag --json --max-lag 1
 	jtrue -s 'length == 3' <<<"$output"
