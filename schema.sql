@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 4
+-- version: 5
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -75,6 +75,9 @@ CREATE TABLE grp (
 	delivered	INTEGER NOT NULL DEFAULT 0,	-- deliveries made
 	failed		INTEGER NOT NULL DEFAULT 0,	-- deliveries failed
 	deadlettered	INTEGER NOT NULL DEFAULT 0,	-- dead letters made
+	-- since version 5: when settled last grew (mq-lag --max-idle);
+	-- NULL: never
+	settled_ts	INTEGER,
 	UNIQUE (topic, name)
 );
 

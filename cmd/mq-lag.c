@@ -18,6 +18,7 @@
 #include "mq.h"
 
 static struct mq_lag lag;
+static int wide;
 
 static const char synopsis[] =
     "usage: mq-lag [-q] [-d FILE] [--json | --prometheus] "
@@ -26,7 +27,9 @@ static const char synopsis[] =
     "[[TOPIC/]GROUP=]DUR]\n"
     "              [--max-dead [[TOPIC/]GROUP=]N] [--max-expired "
     "[[TOPIC/]GROUP=]N]\n"
-    "              [--watch [DUR]] [TOPIC [GROUP]]\n"
+    "              [--max-idle [[TOPIC/]GROUP=]DUR] [--max-silence "
+    "[TOPIC=]DUR]\n"
+    "              [--wide] [--watch [DUR]] [TOPIC [GROUP]]\n"
     "       mq-lag [-d FILE] --messages [--state STATE[,...]] [-k KEY] "
     "[-n N]\n"
     "              [--from-offset N] [--to-offset N] [--json] TOPIC "
@@ -39,7 +42,10 @@ static const char *const help[] = {
 	"--max-age [[TOPIC/]GROUP=]DUR",	"limit the oldest message's age",
 	"--max-dead [[TOPIC/]GROUP=]N",		"limit the dead letters",
 	"--max-expired [[TOPIC/]GROUP=]N",	"limit the expired leases",
+	"--max-idle [[TOPIC/]GROUP=]DUR",	"limit a backlog's time since a "
+						"settle",
 	"--max-lag [[TOPIC/]GROUP=]N",		"limit the lag",
+	"--max-silence [TOPIC=]DUR",		"limit the time since a send",
 	"--messages",				"list a group's messages by state",
 	"-n N",					"at most N --messages",
 	"--prometheus",				"print Prometheus metrics",
@@ -48,58 +54,9 @@ static const char *const help[] = {
 	"--to-offset N",			"--messages up to offset N",
 	"--topics",				"one row per topic",
 	"--watch[=DUR]",			"redraw the table every DUR (2s)",
+	"--wide",				"every column, even if all 0",
 	NULL,
 };
-
-static void
-table(int watch)
-{
-	static const char *head[] = { "TOPIC", "GROUP", "END", "POS", "LAG",
-	    "INFLIGHT", "EXPIRED", "RETRY", "DELAYED", "DEAD", "OLDEST",
-	    "CONSUMERS", "IN/s", "OUT/s" };
-	struct mq_table *tb = mq_table_new(watch ? 14 : 12, head,
-	    "llrrrrrrrrrrrr");
-	char c[14][MQ_NAME_MAX + 8], *cells[14];
-	int hot[14], i, k;
-
-	for (i = 0; i < 14; i++)
-		cells[i] = c[i];
-	for (i = 0; i < lag.n; i++) {
-		const struct mq_lag_row *r = &lag.rows[i];
-
-		memset(hot, 0, sizeof hot);
-		snprintf(c[0], sizeof c[0], "%s", r->t.name);
-		snprintf(c[1], sizeof c[1], "%s", r->has_group ? r->g.name : "-");
-		mq_human_count(r->t.next_off - 1, c[2], 32);
-		if (!r->has_group) {
-			for (k = 3; k < 14; k++)
-				strcpy(c[k], "-");
-		} else {
-			mq_human_count(r->g.pos, c[3], 32);
-			mq_human_count(r->s.lag, c[4], 32);
-			mq_human_count(r->s.inflight, c[5], 32);
-			mq_human_count(r->s.expired, c[6], 32);
-			mq_human_count(r->s.retrying, c[7], 32);
-			mq_human_count(r->s.delayed, c[8], 32);
-			mq_human_count(r->s.dead, c[9], 32);
-			if (r->s.oldest_ts)
-				mq_human_age(mq_lag_age(&lag, r), c[10], 32);
-			else
-				strcpy(c[10], "-");
-			mq_human_count(r->s.consumers, c[11], 32);
-			snprintf(c[12], 32, "%.1f", r->in);
-			snprintf(c[13], 32, "%.1f", r->out);
-			hot[4] = mq_lag_breached(&lag, r, MQ_LIM_LAG);
-			hot[6] = mq_lag_breached(&lag, r, MQ_LIM_EXPIRED);
-			hot[9] = r->s.dead > 0;
-			hot[10] = mq_lag_breached(&lag, r, MQ_LIM_AGE);
-		}
-		mq_table_add(tb, cells, hot);
-	}
-	mq_table_print(stdout, tb, mq_want_colour(stdout));
-	mq_table_free(tb);
-}
-
 
 static struct termios saved_tty;
 static int tty_raw;
@@ -153,7 +110,7 @@ watch(struct mq *q, int64_t every)
 		mq_rfc3339(lag.now, ts, sizeof ts);
 		printf("\033[H\033[2J%s  %s  (every %llds; q quits)\n\n",
 		    mq_path(q), ts, (long long)(every / 1000));
-		table(1);
+		mq_lag_table(stdout, &lag, MQ_LAG_WATCH | wide);
 		if (fflush(stdout) == EOF)
 			break;		/* the reader went away: mq_finish says */
 		free(prev);
@@ -185,8 +142,11 @@ main(int argc, char *argv[])
 		{ "max-age", required_argument, NULL, 'a' },
 		{ "max-dead", required_argument, NULL, 'x' },
 		{ "max-expired", required_argument, NULL, 'e' },
+		{ "max-silence", required_argument, NULL, 'S' },
+		{ "max-idle", required_argument, NULL, 'I' },
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "wide", no_argument, NULL, 'W' },
 		{ "messages", no_argument, NULL, 'm' },
 		{ "state", required_argument, NULL, 's' },
 		{ "key", required_argument, NULL, 'k' },
@@ -215,6 +175,8 @@ main(int argc, char *argv[])
 		case 'a': mq_lag_limit(MQ_LIM_AGE, optarg); break;
 		case 'x': mq_lag_limit(MQ_LIM_DEAD, optarg); break;
 		case 'e': mq_lag_limit(MQ_LIM_EXPIRED, optarg); break;
+		case 'S': mq_lag_limit(MQ_LIM_SILENCE, optarg); break;
+		case 'I': mq_lag_limit(MQ_LIM_IDLE, optarg); break;
 		case 'w':
 			every = 2000;
 			if (optarg)
@@ -227,6 +189,7 @@ main(int argc, char *argv[])
 				    "100ms");
 			break;
 		case 'q': quiet = 1; break;
+		case 'W': wide = MQ_LAG_WIDE; break;
 		case 'm': items = 1; break;
 		case 's': list.states = mq_item_states(optarg); break;
 		case 'k': list.key = optarg; break;
@@ -252,7 +215,7 @@ main(int argc, char *argv[])
 		lag.group = mq_name_arg(argv[1], "group");
 	if (items)	/* a group's messages: list.c */
 		return mq_list_cmd(dbpath, &list, limit, mode == 'J', mode ==
-		    'P' || view || quiet || every >= 0 || mq_lag_limits(),
+		    'P' || view || quiet || wide || every >= 0 || mq_lag_limits(),
 		    argc, argv);
 	if (list.states || list.key || limit || list.from != 1 ||
 	    list.to != INT64_MAX)
@@ -260,6 +223,9 @@ main(int argc, char *argv[])
 		    "--to-offset go with --messages");
 	if (every >= 0 && (mode || view))
 		mq_usage_err("--watch draws a table: no --json, "
+		    "--prometheus, --topics or --consumers");
+	if (wide && (mode || view))
+		mq_usage_err("--wide widens the table: not with --json, "
 		    "--prometheus, --topics or --consumers");
 	if (mq_lag_limits() && view)
 		mq_usage_err("thresholds apply to groups: not with "
@@ -286,7 +252,7 @@ main(int argc, char *argv[])
 		else if (mode == 'P')
 			mq_lag_prometheus(stdout, &lag);
 		else
-			table(0);
+			mq_lag_table(stdout, &lag, wide);
 	}
 	/* machine formats stay parseable: breaches go to stderr then */
 	if (mq_lag_limits())

@@ -36,6 +36,16 @@ mq_lag_age(const struct mq_lag *L, const struct mq_lag_row *r)
 	return r->s.oldest_ts ? L->now - r->s.oldest_ts : 0;
 }
 
+/* A time in ms since the epoch, or null for never (0). */
+static void
+json_ms(FILE *f, const char *name, int64_t ms)
+{
+	if (ms)
+		fprintf(f, ",\"%s\":%lld", name, (long long)ms);
+	else
+		fprintf(f, ",\"%s\":null", name);
+}
+
 void
 mq_lag_json(FILE *f, const struct mq_lag *L)
 {
@@ -50,6 +60,7 @@ mq_lag_json(FILE *f, const struct mq_lag *L)
 		    "\"end_offset\":%lld,\"messages\":%lld,\"bytes\":%lld", ts,
 		    L->now / 1e3, r->t.name, (long long)(r->t.next_off - 1),
 		    (long long)r->t.msgs, (long long)r->t.bytes);
+		json_ms(f, "last_send_ms", r->t.last_ts);
 		if (r->has_group) {
 			fprintf(f, ",\"group\":\"%s\",\"position\":%lld,\"lag\":%lld,"
 			    "\"in_flight\":%lld,\"expired\":%lld,"
@@ -71,6 +82,7 @@ mq_lag_json(FILE *f, const struct mq_lag *L)
 			} else
 				fprintf(f, ",\"oldest_age_s\":0,\"oldest_time\":null,"
 				    "\"oldest_epoch\":null");
+			json_ms(f, "last_settle_ms", r->g.settled_ts);
 		} else
 			fprintf(f, ",\"group\":null");
 		fprintf(f, "}\n");
@@ -107,6 +119,10 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 		  "(mq-ack --fail, handler exit status).", 1 },
 		{ "mq_group_dead_lettered_total", "counter", "Dead letters the "
 		  "group ever made.", 1 },
+		{ "mq_topic_last_send_timestamp_seconds", "gauge", "When the "
+		  "last message was sent to the topic (none: never).", 0 },
+		{ "mq_group_last_settle_timestamp_seconds", "gauge", "When the "
+		  "group last settled a message (none: never).", 1 },
 	};
 	size_t k;
 	int i;
@@ -139,8 +155,12 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 			case 12: v = r->g.settled; break;
 			case 13: v = r->g.delivered; break;
 			case 14: v = r->g.failed; break;
-			default: v = r->g.deadlettered; break;
+			case 15: v = r->g.deadlettered; break;
+			case 16: v = r->t.last_ts / 1e3; break;
+			default: v = r->g.settled_ts / 1e3; break;
 			}
+			if (k >= 16 && v == 0)
+				continue;	/* never: no sample */
 			if (m[k].group)
 				fprintf(f, "%s{topic=\"%s\",group=\"%s\"} %.15g\n",
 				    m[k].name, r->t.name, r->g.name, v);
@@ -149,6 +169,103 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 				    r->t.name, v);
 		}
 	}
+}
+
+/*
+ * The rate of --watch in at most 5 columns: 0.4, 12, 9999, 12.3k.
+ */
+static void
+rate(double v, char *buf, size_t len)
+{
+	if (v < 10)
+		snprintf(buf, len, "%.1f", v);
+	else if (v < 10000)
+		snprintf(buf, len, "%.0f", v);
+	else
+		mq_human_count((int64_t)v, buf, len);
+}
+
+/*
+ * The table for people, in 80 columns for ordinary names: the columns
+ * after LAG are left out when every row shows 0 or - in them, and with
+ * MQ_LAG_WATCH, DELAY and CONS make room for IN/s and OUT/s;
+ * MQ_LAG_WIDE shows every column.
+ */
+void
+mq_lag_table(FILE *f, const struct mq_lag *L, int how)
+{
+	enum { NCOL = 14, OPT = 5, DELAY = 8, CONS = 11, RATES = 12 };
+	static const char *head[NCOL] = { "TOPIC", "GROUP", "END", "POS", "LAG",
+	    "INFL", "EXP", "RETRY", "DELAY", "DEAD", "AGE", "CONS", "IN/s",
+	    "OUT/s" };
+	const char *h[NCOL];
+	char c[NCOL][MQ_NAME_MAX + 8], al[NCOL + 1], *cells[NCOL];
+	int show[NCOL], hot[NCOL], i, k, n;
+	struct mq_table *tb;
+	struct { char c[NCOL][32]; int hot[NCOL]; } *rows;
+
+	rows = mq_array(NULL, L->n + 1, sizeof *rows);
+	for (k = 0; k < NCOL; k++)
+		show[k] = k < OPT || (k < RATES && (how & MQ_LAG_WIDE)) ||
+		    (k >= RATES && (how & MQ_LAG_WATCH));
+	for (i = 0; i < L->n; i++) {
+		const struct mq_lag_row *r = &L->rows[i];
+		char (*v)[32] = rows[i].c;
+
+		memset(rows[i].hot, 0, sizeof rows[i].hot);
+		mq_human_count(r->t.next_off - 1, v[2], 32);
+		if (!r->has_group) {
+			for (k = 3; k < NCOL; k++)
+				strcpy(v[k], "-");
+			continue;
+		}
+		mq_human_count(r->g.pos, v[3], 32);
+		mq_human_count(r->s.lag, v[4], 32);
+		mq_human_count(r->s.inflight, v[5], 32);
+		mq_human_count(r->s.expired, v[6], 32);
+		mq_human_count(r->s.retrying, v[7], 32);
+		mq_human_count(r->s.delayed, v[8], 32);
+		mq_human_count(r->s.dead, v[9], 32);
+		if (r->s.oldest_ts)
+			mq_human_age(mq_lag_age(L, r), v[10], 32);
+		else
+			strcpy(v[10], "-");
+		mq_human_count(r->s.consumers, v[11], 32);
+		rate(r->in, v[12], 32);
+		rate(r->out, v[13], 32);
+		for (k = OPT; k < RATES; k++)
+			if (strcmp(v[k], "0") && strcmp(v[k], "-") &&
+			    (!(how & MQ_LAG_WATCH) || (k != DELAY && k != CONS)))
+				show[k] = 1;
+		rows[i].hot[4] = mq_lag_breached(L, r, MQ_LIM_LAG);
+		rows[i].hot[6] = mq_lag_breached(L, r, MQ_LIM_EXPIRED);
+		rows[i].hot[9] = r->s.dead > 0;
+		rows[i].hot[10] = mq_lag_breached(L, r, MQ_LIM_AGE);
+		rows[i].hot[2] = mq_lag_breached(L, r, MQ_LIM_SILENCE);
+		rows[i].hot[4] |= mq_lag_breached(L, r, MQ_LIM_IDLE);
+	}
+	for (k = n = 0; k < NCOL; k++)
+		if (show[k]) {
+			h[n] = head[k];
+			al[n] = k < 2 ? 'l' : 'r';
+			cells[n++] = c[k];
+		}
+	al[n] = '\0';
+	tb = mq_table_new(n, h, al);
+	for (i = 0; i < L->n; i++) {
+		snprintf(c[0], sizeof c[0], "%s", L->rows[i].t.name);
+		snprintf(c[1], sizeof c[1], "%s",
+		    L->rows[i].has_group ? L->rows[i].g.name : "-");
+		for (k = 2; k < NCOL; k++)
+			strcpy(c[k], rows[i].c[k]);
+		for (k = n = 0; k < NCOL; k++)
+			if (show[k])
+				hot[n++] = rows[i].hot[k];
+		mq_table_add(tb, cells, hot);
+	}
+	mq_table_print(f, tb, mq_want_colour(f));
+	mq_table_free(tb);
+	free(rows);
 }
 
 static int
@@ -261,7 +378,10 @@ struct limit {
 	char		*topic, *group;	/* NULL: any */
 	int64_t		 value;
 };
-static const char *limit_names[] = { "lag", "age", "dead", "expired" };
+static const char *limit_names[] = { "lag", "age", "dead", "expired",
+    "silence", "idle" };
+static const char *breach_names[] = { "lag", "age", "dead", "expired",
+    "silent", "idle" };
 
 static struct limit *limits;
 static int nlimits;
@@ -272,7 +392,10 @@ mq_lag_limits(void)
 	return nlimits;
 }
 
-/* A threshold: [[TOPIC/]GROUP=]VALUE, a duration for MQ_LIM_AGE. */
+/*
+ * A threshold: [[TOPIC/]GROUP=]VALUE, or [TOPIC=]VALUE for the topics'
+ * MQ_LIM_SILENCE; a duration for MQ_LIM_AGE, _SILENCE and _IDLE.
+ */
 void
 mq_lag_limit(int what, char *arg)
 {
@@ -286,15 +409,18 @@ mq_lag_limit(int what, char *arg)
 	if (eq) {
 		*eq = '\0';
 		v = eq + 1;
-		if ((slash = strchr(arg, '/'))) {
+		if (what == MQ_LIM_SILENCE)
+			l->topic = (char *)mq_name_arg(arg, "topic");
+		else if ((slash = strchr(arg, '/'))) {
 			*slash = '\0';
 			l->topic = (char *)mq_name_arg(arg, "topic");
 			arg = slash + 1;
 		}
-		l->group = (char *)mq_name_arg(arg, "group");
+		if (what != MQ_LIM_SILENCE)
+			l->group = (char *)mq_name_arg(arg, "group");
 	}
-	if (what == MQ_LIM_AGE)
-		l->value = mq_duration_arg(v, "age");
+	if (what == MQ_LIM_AGE || what == MQ_LIM_SILENCE || what == MQ_LIM_IDLE)
+		l->value = mq_duration_arg(v, limit_names[what]);
 	else
 		l->value = mq_num_arg(v, 0, INT64_MAX, "threshold");
 }
@@ -336,15 +462,44 @@ limits_known(const struct mq_lag *L)
 	}
 }
 
+/*
+ * Silence: since the topic's last message (or its creation).  Idle, for
+ * a group with a backlog: since it last settled, since the oldest
+ * message of its backlog was sent, or since it was made, the latest of
+ * these, so a backlog that just began is not idle for the hours the
+ * group had nothing to do.
+ */
 static int64_t
 measure(const struct mq_lag *L, const struct mq_lag_row *r, int what)
 {
+	int64_t t;
+
 	switch (what) {
 	case MQ_LIM_LAG: return r->s.lag;
 	case MQ_LIM_AGE: return mq_lag_age(L, r);
 	case MQ_LIM_DEAD: return r->s.dead;
-	default: return r->s.expired;
+	case MQ_LIM_EXPIRED: return r->s.expired;
+	case MQ_LIM_SILENCE:
+		return L->now - (r->t.last_ts ? r->t.last_ts : r->t.created);
+	default:
+		if (r->s.lag <= 0)
+			return 0;
+		t = r->g.created;
+		if (r->g.settled_ts > t)
+			t = r->g.settled_ts;
+		if (r->s.oldest_ts > t)
+			t = r->s.oldest_ts;
+		return L->now - t;
 	}
+}
+
+/* Silence is the topic's: one look per topic (rows come by topic). */
+static int
+counts(const struct mq_lag *L, int i, int what)
+{
+	if (what == MQ_LIM_SILENCE)
+		return i == 0 || strcmp(L->rows[i - 1].t.name, L->rows[i].t.name);
+	return L->rows[i].has_group;
 }
 
 /* The most specific limit of a kind for a row, or NULL. */
@@ -372,7 +527,8 @@ limit_for(const struct mq_lag_row *r, int what)
 int
 mq_lag_breached(const struct mq_lag *L, const struct mq_lag_row *r, int what)
 {
-	const struct limit *l = r->has_group ? limit_for(r, what) : NULL;
+	const struct limit *l = r->has_group || what == MQ_LIM_SILENCE ?
+	    limit_for(r, what) : NULL;
 
 	return l && measure(L, r, what) > l->value;
 }
@@ -385,19 +541,21 @@ mq_lag_check(FILE *f, const struct mq_lag *L)
 	int i, w, n = 0;
 
 	for (i = 0; i < L->n; i++) {
-		for (w = MQ_LIM_LAG; w <= MQ_LIM_EXPIRED; w++) {
+		for (w = MQ_LIM_LAG; w <= MQ_LIM_IDLE; w++) {
 			const struct limit *lim;
+			int64_t m = measure(L, &L->rows[i], w);
+			int dur = w == MQ_LIM_AGE || w == MQ_LIM_SILENCE ||
+			    w == MQ_LIM_IDLE;
 
-			if (!L->rows[i].has_group || !mq_lag_breached(L, &L->rows[i], w))
+			if (!counts(L, i, w) || !mq_lag_breached(L, &L->rows[i], w))
 				continue;
 			lim = limit_for(&L->rows[i], w);
-			if (w == MQ_LIM_AGE && mq_lag_age(L, &L->rows[i]) < 60000) {
+			if (dur && m < 60000) {
 				/* to the ms: 1.0s > 1.0s would read as no breach */
-				snprintf(v, sizeof v, "%.3fs",
-				    mq_lag_age(L, &L->rows[i]) / 1e3);
+				snprintf(v, sizeof v, "%.3fs", m / 1e3);
 				mq_format_duration(lim->value, l, sizeof l);
-			} else if (w == MQ_LIM_AGE) {
-				mq_human_age(mq_lag_age(L, &L->rows[i]), v, sizeof v);
+			} else if (dur) {
+				mq_human_age(m, v, sizeof v);
 				mq_format_duration(lim->value, l, sizeof l);
 			} else {
 				snprintf(v, sizeof v, "%lld",
@@ -405,8 +563,12 @@ mq_lag_check(FILE *f, const struct mq_lag *L)
 				snprintf(l, sizeof l, "%lld",
 				    (long long)lim->value);
 			}
-			fprintf(f, "%s/%s: %s %s > %s\n", L->rows[i].t.name,
-			    L->rows[i].g.name, limit_names[w], v, l);
+			if (w == MQ_LIM_SILENCE)
+				fprintf(f, "%s: %s %s > %s\n", L->rows[i].t.name,
+				    breach_names[w], v, l);
+			else
+				fprintf(f, "%s/%s: %s %s > %s\n", L->rows[i].t.name,
+				    L->rows[i].g.name, breach_names[w], v, l);
 			n++;
 		}
 	}

@@ -154,6 +154,7 @@ struct mq_group {
 	char		name[MQ_NAME_MAX + 1];
 	int64_t		created, pos, lease, settled;
 	int64_t		delivered, failed, deadlettered;	/* counters */
+	int64_t		settled_ts;	/* when settled last grew; 0: never */
 	int		max_attempts, ordered;
 	char		backoff[512];
 };
@@ -481,9 +482,12 @@ void	 mq_lag_collect(struct mq *, struct mq_lag *);
 int64_t	 mq_lag_age(const struct mq_lag *, const struct mq_lag_row *);
 void	 mq_lag_json(FILE *, const struct mq_lag *);
 void	 mq_lag_prometheus(FILE *, const struct mq_lag *);
+enum { MQ_LAG_WATCH = 1, MQ_LAG_WIDE = 2 };
+void	 mq_lag_table(FILE *, const struct mq_lag *, int how);
 void	 mq_lag_topics(FILE *, struct mq_lag *, int json);
 void	 mq_lag_consumers(FILE *, struct mq *, const struct mq_lag *, int json);
-enum { MQ_LIM_LAG, MQ_LIM_AGE, MQ_LIM_DEAD, MQ_LIM_EXPIRED };
+enum { MQ_LIM_LAG, MQ_LIM_AGE, MQ_LIM_DEAD, MQ_LIM_EXPIRED, MQ_LIM_SILENCE,
+    MQ_LIM_IDLE };
 void	 mq_lag_limit(int what, char *arg);
 int	 mq_lag_limits(void);
 int	 mq_lag_breached(const struct mq_lag *, const struct mq_lag_row *,

@@ -117,7 +117,7 @@ _mq() {
 		argopts='-d --db --max-lag --max-age --max-dead --max-expired'
 		opts='-d -h -q -V --db --json --prometheus --topics --consumers
 		    --max-lag --max-age --max-dead --max-expired --watch --quiet
-		    --help --version' ;;
+		    --wide --help --version' ;;
 	mq-purge)
 		argopts='-d --db -g --group --older-than --before-offset'
 		opts='-d -f -g -h -n -q -V --db --older-than --before-offset

@@ -80,3 +80,19 @@ make_v1() {
 	run -0 sql 'SELECT delivered, failed, deadlettered FROM grp'
 	assert_output '2|2|1'
 }
+
+@test "version 5: grp.settled_ts from the history's last ack, then kept by every settle" {
+	make_v1
+	# a v1 history row: offset 1 acked at 1500
+	sqlite3 "$MQ_DB" "INSERT INTO history (grp, off, ts, attempt, event)
+	    VALUES (1, 1, 1500, 1, 'acked')" ||
+	    fail "no version 1 history table to fill"
+	mq-topic group old h >/dev/null
+	run -0 sql 'SELECT name, settled_ts FROM grp ORDER BY name'
+	assert_output $'g|1500\nh|'
+	run -0 mq-lag --json old g
+	jtrue '.last_settle_ms == 1500' <<<"$output"
+	run -0 mq-recv -A -g g old
+	run -0 sql "SELECT settled_ts > 1500 FROM grp WHERE name = 'g'"
+	assert_output 1
+}

@@ -46,26 +46,41 @@ lag_is() {
 	[ "$(jf "$1")" = "$2" ]
 }
 
-# col FILE COLUMN: the cell under header COLUMN in the row of t/g of a
-# table in FILE.
+# col FILE COLUMN [TOPIC GROUP]: the cell under header COLUMN in the row
+# of TOPIC/GROUP (t/g) of a table in FILE; fails without that column.
 col() {
-	awk -v c="$2" 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
-	    $1 == "t" && $2 == "g" { print $(h[c]); n++ }
+	awk -v c="$2" -v t="${3-t}" -v g="${4-g}" '
+	    NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+	    $1 == t && $2 == g && (c in h) { print $(h[c]); n++ }
 	    END { exit n != 1 }' "$1"
 }
 
-# 20 messages in t.  Group g took 1-10 with a 1s lease, acked 1-3, failed
-# 4-5 for an hour, dead-lettered 6, extended 7-8 and let 9-10 expire;
-# 11-20 are not delivered yet.
+# narrow FILE: every line of FILE is at most 80 columns; fails naming
+# the ones that are not.  (No run: the caller's $output stays.)
+narrow() {
+	local long
+	long=$(awk 'length > 80 { print length ": " $0 }' "$1") || return
+	[ -z "$long" ] || fail "wider than 80 columns: $long"
+}
+
+# expired_is TOPIC GROUP N: for wait_for.
+expired_is() {
+	[ "$(mq-lag --json "$1" "$2" | jq -r .expired)" = "$3" ]
+}
+
+# scenario [TOPIC GROUP]: 20 messages in TOPIC (t).  Group GROUP (g) took
+# 1-10 with a 1s lease, acked 1-3, failed 4-5 for an hour, dead-lettered
+# 6, extended 7-8 and let 9-10 expire; 11-20 are not delivered yet.
 scenario() {
-	seq 20 | mq-send -q t
-	mq-recv -g g -n 10 --lease 1s --format '%r\n' t >rc
+	local t=${1-t} g=${2-g}
+	seq 20 | mq-send -q "$t"
+	mq-recv -g "$g" -n 10 --lease 1s --format '%r\n' "$t" >rc
 	[ "$(wc -l <rc)" -eq 10 ]
 	sed -n 1,3p rc | mq-ack
 	sed -n 4,5p rc | mq-ack --fail --delay 1h
 	sed -n 6p rc | mq-ack --dead
 	sed -n 7,8p rc | mq-ack --extend 1h
-	wait_for 15 lag_is expired 2
+	wait_for 15 expired_is "$t" "$g" 2
 }
 
 rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$'
@@ -100,25 +115,75 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	run -0 --separate-stderr mq-lag
 	assert_equal "$stderr" ""
 	echo "$output" >lag.txt
-	[[ ${lines[0]} =~ ^TOPIC\ +GROUP\ +END\ +POS\ +LAG\ +INFLIGHT\ +EXPIRED\ +RETRY\ +DELAYED\ +DEAD\ +OLDEST\ +CONSUMERS$ ]]
+	# DELAY and CONS are 0 in every row: left out
+	[[ ${lines[0]} =~ ^TOPIC\ +GROUP\ +END\ +POS\ +LAG\ +INFL\ +EXP\ +RETRY\ +DEAD\ +AGE$ ]]
 	assert_equal "$(col lag.txt END)" 20
 	assert_equal "$(col lag.txt POS)" 11
 	assert_equal "$(col lag.txt LAG)" 16
-	assert_equal "$(col lag.txt INFLIGHT)" 2
-	assert_equal "$(col lag.txt EXPIRED)" 2
+	assert_equal "$(col lag.txt INFL)" 2
+	assert_equal "$(col lag.txt EXP)" 2
 	assert_equal "$(col lag.txt RETRY)" 2
-	assert_equal "$(col lag.txt DELAYED)" 0
 	assert_equal "$(col lag.txt DEAD)" 1
-	assert_equal "$(col lag.txt CONSUMERS)" 0
-	[[ $(col lag.txt OLDEST) =~ ^[0-9.]+s$|^[0-9]+m[0-9]{2}s$ ]]
+	[[ $(col lag.txt AGE) =~ ^[0-9.]+s$|^[0-9]+m[0-9]{2}s$ ]]
+	run -0 mq-lag --wide
+	echo "$output" >wide.txt
+	[[ ${lines[0]} =~ ^TOPIC\ +GROUP\ +END\ +POS\ +LAG\ +INFL\ +EXP\ +RETRY\ +DELAY\ +DEAD\ +AGE\ +CONS$ ]]
+	assert_equal "$(col wide.txt DELAY)" 0
+	assert_equal "$(col wide.txt CONS)" 0
+	assert_equal "$(col wide.txt INFL)" 2
 	# the same with TOPIC and TOPIC GROUP operands
 	run -0 mq-lag t
 	assert_equal "${#lines[@]}" 2
-	assert_line --index 1 --regexp '^t +g +20 +11 +16 +2 +2 +2 +0 +1 '
+	assert_line --index 1 --regexp '^t +g +20 +11 +16 +2 +2 +2 +1 '
 	run -0 mq-lag t g
 	assert_equal "${#lines[@]}" 2
 	echo "$output" >lag2.txt
 	assert_equal "$(col lag2.txt LAG)" 16
+}
+
+@test "80 columns for 8-character names: all-0 columns left out, --wide shows them" {
+	# every column but CONS has something
+	scenario orders12 billing1
+	mq-send -q --delay 1h orders12 later
+	mq-send -q idletopc a
+	mq-recv -A -g settled1 idletopc >/dev/null
+	run -0 mq-lag --wide
+	echo "$output" >wide.txt
+	narrow wide.txt
+	[[ ${lines[0]} =~ ^TOPIC\ +GROUP\ +END\ +POS\ +LAG\ +INFL\ +EXP\ +RETRY\ +DELAY\ +DEAD\ +AGE\ +CONS$ ]]
+	assert_equal "$(col wide.txt DELAY orders12 billing1)" 1
+	assert_equal "$(col wide.txt CONS orders12 billing1)" 0
+	assert_equal "$(col wide.txt INFL idletopc settled1)" 0
+	run -0 mq-lag
+	echo "$output" >plain.txt
+	narrow plain.txt
+	[[ ${lines[0]} =~ ^TOPIC\ +GROUP\ +END\ +POS\ +LAG\ +INFL\ +EXP\ +RETRY\ +DELAY\ +DEAD\ +AGE$ ]]
+	assert_equal "$(col plain.txt LAG orders12 billing1)" 16
+	assert_equal "$(col plain.txt INFL idletopc settled1)" 0
+	# a group with nothing unsettled: the five columns that stay
+	run -0 mq-lag idletopc
+	assert_line --index 0 --regexp '^TOPIC +GROUP +END +POS +LAG$'
+	assert_line --index 1 --regexp '^idletopc +settled1 +1 +2 +0$'
+	run -0 mq-lag --wide idletopc
+	assert_line --index 0 --regexp '^TOPIC +GROUP +END +POS +LAG +INFL +EXP +RETRY +DELAY +DEAD +AGE +CONS$'
+	assert_line --index 1 --regexp '^idletopc +settled1 +1 +2 +0 +0 +0 +0 +0 +0 +- +0$'
+	# --wide is for the table
+	run -64 mq-lag --wide --json
+	# --watch: DELAY and CONS make room for the rates
+	bin=$(printf %q "$MQ_BIN/mq-lag") db=$(printf %q "$MQ_DB")
+	tm new-session -d -s w -x 200 -y 20 "MQ_DB=$db $bin --watch 1s; sleep 300"
+	framed() {
+		tm capture-pane -p -t w >screen &&
+		    grep -Eq '^orders12 +billing1 ' screen &&
+		    grep -Eq '^idletopc +settled1 ' screen
+	}
+	wait_for 30 framed
+	sed -n '/^TOPIC /,$p' screen >watch.txt
+	[ "$(wc -l <watch.txt)" -ge 3 ] || fail "no table: $(cat screen)"
+	narrow watch.txt
+	run -0 head -n 1 watch.txt
+	assert_output --regexp '^TOPIC +GROUP +END +POS +LAG +INFL +EXP +RETRY +DEAD +AGE +IN/s +OUT/s$'
+	assert_equal "$(col watch.txt LAG orders12 billing1)" 16
 }
 
 @test "a delayed message is counted in delayed, not in lag nor in the age" {
@@ -143,7 +208,7 @@ rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-
 	assert_output ""
 	run -0 mq-lag t g
 	echo "$output" >lag.txt
-	assert_equal "$(col lag.txt DELAYED)" 1
+	assert_equal "$(col lag.txt DELAY)" 1
 	assert_equal "$(col lag.txt LAG)" 0
 }
 
@@ -231,6 +296,123 @@ t/h: lag 10 > 5"
 	assert_line 't/g: expired 1 > 0'
 }
 
+@test "--max-silence: a topic nothing was sent to for longer than DUR, one line per topic" {
+	mq-send -q t a
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	mq-send -q u b
+	# last_send_ms is the topic's last message's time, on every row
+	ts=$(sql "SELECT max(ts) FROM msg WHERE topic = (SELECT id FROM topic WHERE name = 't')")
+	run -0 mq-lag --json t
+	assert_equal "${#lines[@]}" 2
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	jtrue -s --argjson ts "$ts" 'map(.last_send_ms == $ts) | all' <<<"$output"
+	run -0 mq-lag -q --max-silence 1h
+	assert_output ""
+	silent() {
+		run mq-lag -q --max-silence 100ms
+		[ "$status" -eq 1 ] && [[ $output == *"u: silent"* ]]
+	}
+	wait_for 15 silent
+	# once per topic, however many groups it has
+	assert_equal "${#lines[@]}" 2
+	assert_line --regexp '^t: silent [0-9.]+s > 100ms$'
+	assert_line --regexp '^u: silent [0-9.]+s > 100ms$'
+	# a limit for a topic overrides the global one
+	run -1 mq-lag -q --max-silence 100ms --max-silence u=1h
+	assert_output --regexp '^t: silent [0-9.]+s > 100ms$'
+	# a send ends the silence
+	mq-send -q t c
+	run -0 mq-lag -q --max-silence t=1h --max-silence u=1h
+	assert_output ""
+	# a breach in the table: after it, on stdout, exit 1
+	run -1 --separate-stderr mq-lag --max-silence u=100ms
+	assert_equal "$stderr" ""
+	assert_line --index 0 --regexp '^TOPIC +GROUP'
+	assert_line --regexp '^u: silent [0-9.]+s > 100ms$'
+	# a topic that is not there, or a group in its place: 64
+	run -64 --separate-stderr mq-lag -q --max-silence nope=1s
+	assert_equal "$stderr" "mq-lag: --max-silence: no such topic: nope"
+	run -64 --separate-stderr mq-lag -q --max-silence t/g=1s
+	[[ ${stderr_lines[0]} == "mq-lag: invalid topic name 't/g'"* ]] ||
+	    fail "$stderr"
+	run -64 mq-lag -q --max-silence 5x
+	run -64 mq-lag -q --max-silence --topics 1s
+	# Prometheus: the same time, in seconds
+	run -0 mq-lag --prometheus
+	ts=$(sql "SELECT last_ts FROM topic WHERE name = 'u'")
+	printf '%s\n' "$output" >prom
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	run -0 awk -v ts="$ts" '$1 == "mq_topic_last_send_timestamp_seconds{topic=\"u\"}" { print ($2 * 1000 - ts < 1 && ts - $2 * 1000 < 1) }' prom
+	assert_output 1
+	run -0 bash -c 'promtool check metrics <prom'
+	assert_output ""
+}
+
+@test "--max-idle: a group with a backlog that settled nothing for longer than DUR" {
+	mq-send -q t a
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	assert_equal "$(jf last_settle_ms)" null
+	run -0 mq-lag -q --max-idle 1h
+	assert_output ""
+	idle() {
+		run mq-lag -q --max-idle "$@"
+		[ "$status" -eq 1 ]
+	}
+	wait_for 15 idle 100ms
+	assert_equal "${#lines[@]}" 2
+	assert_line --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	assert_line --regexp '^t/h: idle [0-9.]+s > 100ms$'
+	# TOPIC/GROUP and GROUP limits, as for the others
+	run -1 mq-lag -q --max-idle 100ms --max-idle t/h=1h
+	assert_output --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	# g settles: last_settle_ms is then, and without a backlog g is not
+	# idle however long ago that was
+	before=$(now_ms)
+	run -0 mq-recv -g g --format '%r' t
+	mq-ack "$output"
+	after=$(now_ms)
+	run -0 jf last_settle_ms
+	[ "$output" -ge "$before" ] && [ "$output" -le "$after" ] ||
+	    fail "last_settle_ms $output not in [$before, $after]"
+	settled=$output
+	later() {
+		[ "$(now_ms)" -gt $((settled + 300)) ]
+	}
+	wait_for 15 later
+	run -1 mq-lag -q --max-idle 100ms
+	assert_output --regexp '^t/h: idle [0-9.]+s > 100ms$'
+	# a new backlog: idle counts from its oldest message, not from the
+	# settle long before
+	mq-send -q t b
+	run -0 mq-lag -q --max-idle g=1h
+	assert_output ""
+	wait_for 15 idle g=100ms
+	assert_output --regexp '^t/g: idle [0-9.]+s > 100ms$'
+	# JSON: h never settled
+	run -0 mq-lag --json t h
+	jtrue '.last_settle_ms == null' <<<"$output"
+	# Prometheus: a sample for g, none for h (never)
+	run -0 mq-lag --prometheus
+	printf '%s\n' "$output" >prom
+	run -0 grep -c '^mq_group_last_settle_timestamp_seconds{' prom
+	assert_output 1
+	# shellcheck disable=SC2016 # jq's and awk's, not the shell's
+	run -0 awk -v ts="$settled" '$1 == "mq_group_last_settle_timestamp_seconds{topic=\"t\",group=\"g\"}" { print ($2 * 1000 - ts < 1 && ts - $2 * 1000 < 1) }' prom
+	assert_output 1
+	run -0 bash -c 'promtool check metrics <prom'
+	assert_output ""
+	# an auto-ack settles too
+	run -0 mq-recv -A -g h t
+	run -0 mq-lag --json t h
+	jtrue '.last_settle_ms > 0' <<<"$output"
+	# a group that is not there: 64
+	run -64 --separate-stderr mq-lag -q --max-idle t/x=1s
+	assert_equal "$stderr" "mq-lag: --max-idle: no such group: t/x"
+	run -64 mq-lag -q --max-idle g=soon
+}
+
 @test "bad threshold values exit 64 with one line, then the usage" {
 	mq-send -q t a
 	mq-topic group t g >/dev/null
@@ -286,6 +468,9 @@ t/h: lag 10 > 5"
 	jtrue '.lag == 3 and .in_flight == 1' <<<"$line"
 	line=$(jq -c 'select(.group == "done")' <<<"$output")
 	jtrue '.lag == 0 and .oldest_time == null and .settled_total == 1' <<<"$line"
+	jtrue '(.last_settle_ms | type) == "number" and (.last_send_ms | type) == "number"' <<<"$line"
+	jtrue '.last_settle_ms == null' <<<"$(jq -c 'select(.group == "g")' <<<"$output")"
+	jtrue -s 'map(.last_send_ms | type) | unique == ["number"]' <<<"$output"
 	# a breach goes to stderr, so the JSON stays parseable
 	run -1 --separate-stderr mq-lag --json --max-lag 1
 	jtrue -s 'length == 3' <<<"$output"

@@ -47,7 +47,7 @@ dump() {
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n1'
+	assert_output $'mq\n2'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -56,6 +56,29 @@ dump() {
 	one_line_error 66
 	stderr_has "no mq schema"
 	no_db
+}
+
+@test "a version 1 schema is migrated by the first program that opens it, a reader too" {
+	mq-send -q t one two
+	run -0 mq-recv -g g --format '%r' t
+	mq-ack "$output"
+	acked=$(sql "SELECT ts FROM history WHERE event = 'acked'")
+	[ -n "$acked" ]
+	mq-topic group t h >/dev/null
+	# as version 1 left it: no grp.settled_ts
+	sql "ALTER TABLE grp DROP COLUMN settled_ts;
+	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
+	run -0 mq-lag --json t
+	assert_equal "${#lines[@]}" 2
+	# shellcheck disable=SC2016 # $ts is jq's
+	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
+	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
+	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
+	assert_output 2
+	# and kept from then on
+	run -0 mq-recv -A -g h t
+	run -0 mq-lag --json t h
+	jtrue '.last_settle_ms > 0' <<<"$output"
 }
 
 @test "a newer schema is refused (65), one line, nothing changed" {

@@ -572,8 +572,9 @@ write_claim(struct claimer *k)
 		/* and the group's row, in the same statement */
 		TRY(r, pg_q(q, "cannot store delivery", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $12), delivered = delivered + $13, "
-		    "settled = settled + $14, deadlettered = deadlettered + $15 "
-		    "WHERE id = $1), v AS (SELECT * "
+		    "settled = settled + $14, deadlettered = deadlettered + $15, "
+		    "settled_ts = CASE WHEN $14::bigint > 0 THEN $9::bigint ELSE "
+		    "settled_ts END WHERE id = $1), v AS (SELECT * "
 		    "FROM unnest($2::bigint[], $3::int[], $4::int[], "
 		    "$5::bigint[], $6::text[]) AS v(off, a, e, t, key)), "
 		    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 "
@@ -609,8 +610,9 @@ write_claim(struct claimer *k)
 		/* and the group's row, unless it went with the leases */
 		TRY(r, pg_q(q, "cannot record history", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $8), delivered = delivered + $9, "
-		    "settled = settled + $10, deadlettered = deadlettered + $11 "
-		    "WHERE id = $1 AND NOT $12) INSERT INTO history "
+		    "settled = settled + $10, deadlettered = deadlettered + $11, "
+		    "settled_ts = CASE WHEN $10::bigint > 0 THEN $4::bigint ELSE "
+		    "settled_ts END WHERE id = $1 AND NOT $12) INSERT INTO history "
 		    "(grp, off, ts, n, attempt, event, host, pid, reason, since, "
 		    "dhost, dpid) SELECT $1, v.off, $4, $5, v.a, 'acked', $6, $7, "
 		    "'auto-ack', $4, $6, $7 FROM unnest($2::bigint[], $3::int[]) "
@@ -626,10 +628,11 @@ write_claim(struct claimer *k)
 		return 0;	/* the group's row went with one of them */
 	TRY(r, pg_q(q, "cannot update group", "UPDATE grp SET pos = "
 	    "greatest(pos, $2), delivered = delivered + $3, "
-	    "settled = settled + $4, deadlettered = deadlettered + $5 "
-	    "WHERE id = $1", 5, pg_int(q, k->g.id), pg_int(q, k->pos),
-	    pg_int(q, k->delivered), pg_int(q, k->settled),
-	    pg_int(q, k->dead)));
+	    "settled = settled + $4, deadlettered = deadlettered + $5, "
+	    "settled_ts = CASE WHEN $4::bigint > 0 THEN $6::bigint ELSE "
+	    "settled_ts END WHERE id = $1", 6, pg_int(q, k->g.id),
+	    pg_int(q, k->pos), pg_int(q, k->delivered), pg_int(q, k->settled),
+	    pg_int(q, k->dead), pg_int(q, k->now)));
 	PQclear(r);
 	return 0;
 }
@@ -925,8 +928,9 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 	    "event, host, pid, since, dhost, dpid) SELECT $1, off, $5, "
 	    "$6::bigint + row_number() OVER (ORDER BY off) - 1, attempt, "
 	    "'acked', $7, $8, since, host, pid FROM gone), u AS (UPDATE grp "
-	    "SET settled = settled + (SELECT count(*) FROM gone) WHERE "
-	    "id = $1) SELECT off, attempt, token FROM gone",
+	    "SET settled = settled + (SELECT count(*) FROM gone), "
+	    "settled_ts = CASE WHEN EXISTS (SELECT 1 FROM gone) THEN $5 ELSE "
+	    "settled_ts END WHERE id = $1) SELECT off, attempt, token FROM gone",
 	    8, pg_int(q, c->g.id), pg_arr_end(&c->a_off),
 	    pg_arr_end(&c->a_att), pg_arr_end(&c->a_tok), pg_int(q, pg_now()),
 	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid())));
@@ -1004,9 +1008,11 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 			continue;
 		if (!(r = pg_q(q, "cannot update group", "UPDATE grp SET "
 		    "settled = settled + $2, failed = failed + $3, "
-		    "deadlettered = deadlettered + $4 WHERE id = $1", 4,
-		    pg_int(q, c->g.id), pg_int(q, c->settled),
-		    pg_int(q, c->failed), pg_int(q, c->dead))))
+		    "deadlettered = deadlettered + $4, settled_ts = CASE WHEN "
+		    "$2::bigint > 0 THEN $5::bigint ELSE settled_ts END "
+		    "WHERE id = $1", 5, pg_int(q, c->g.id),
+		    pg_int(q, c->settled), pg_int(q, c->failed),
+		    pg_int(q, c->dead), pg_int(q, now))))
 			goto retry;
 		PQclear(r);
 	}

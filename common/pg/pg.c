@@ -524,6 +524,62 @@ pg_notify(struct pgq *q, int64_t topic)
 }
 
 /*
+ * Upgrade steps: migrations[v - 1] takes a version v schema to v + 1.  A
+ * step may not be edited once released; add a new one.
+ */
+static const char *migrations[] = {
+	/*
+	 * 1 -> 2: when each group last settled, kept by the statements that
+	 * add to settled; until then, the history's last ack says
+	 */
+	"ALTER TABLE grp ADD COLUMN settled_ts bigint; "
+	"UPDATE grp SET settled_ts = (SELECT max(ts) FROM history h "
+	"WHERE h.grp = grp.id AND h.event = 'acked')",
+};
+_Static_assert(sizeof migrations / sizeof *migrations ==
+    PG_SCHEMA_VERSION - 1, "one migration step per schema version");
+
+/*
+ * Brings an older schema up to date, in one transaction under the lock
+ * that creation takes, looking at the version again under it: by whoever
+ * opens it first, reader or writer (as on SQLite).
+ */
+static void
+migrate(struct pgq *q)
+{
+	PGresult *r;
+	int64_t v;
+	int i;
+
+	for (;;) {
+		pg_begin(q);
+		if (!(r = pg_q(q, "cannot lock the schema",
+		    "SELECT pg_advisory_xact_lock(hashtext('mq schema ' "
+		    "|| coalesce(current_schema(), '')))", 0)))
+			continue;
+		PQclear(r);
+		if (!(r = pg_q(q, "cannot read the schema", "SELECT value "
+		    "FROM mq_meta WHERE key = 'version'", 0)))
+			continue;
+		v = pg_get(r, 0, 0);
+		PQclear(r);
+		for (i = (int)v; i < PG_SCHEMA_VERSION; i++) {
+			r = PQexec(q->conn, migrations[i - 1]);
+			if (PQresultStatus(r) != PGRES_COMMAND_OK)
+				pg_die(q, r, "cannot migrate schema");
+			PQclear(r);
+		}
+		if (!(r = pg_q(q, "cannot migrate schema", "UPDATE mq_meta "
+		    "SET value = $1 WHERE key = 'version'", 1,
+		    pg_int(q, PG_SCHEMA_VERSION))))
+			continue;
+		PQclear(r);
+		if (pg_commit(q) != PG_RETRY)
+			return;
+	}
+}
+
+/*
  * The schema: created by the first writer, under a transaction-level
  * advisory lock so concurrent first writers create it once; checked by
  * everyone.
@@ -605,6 +661,8 @@ schema(struct pgq *q)
 		    "database (mq_meta without a version)", q->shown);
 	if (q->in_tx && pg_commit(q) == PG_RETRY)
 		schema(q);
+	else if (v < PG_SCHEMA_VERSION)
+		migrate(q);
 }
 
 /*

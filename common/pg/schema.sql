@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 1
+-- version: 2
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -67,6 +67,7 @@ CREATE TABLE grp (
 	delivered	bigint NOT NULL DEFAULT 0,
 	failed		bigint NOT NULL DEFAULT 0,
 	deadlettered	bigint NOT NULL DEFAULT 0,
+	settled_ts	bigint,			-- since version 2
 	UNIQUE (topic, name)
 );
 

@@ -74,7 +74,7 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 }
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
-	"backoff, ordered, settled, delivered, failed, deadlettered"
+	"backoff, ordered, settled, delivered, failed, deadlettered, settled_ts"
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -93,6 +93,7 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->delivered = pg_get(r, i, c + 10);
 	g->failed = pg_get(r, i, c + 11);
 	g->deadlettered = pg_get(r, i, c + 12);
+	g->settled_ts = pg_get(r, i, c + 13);	/* NULL: 0 */
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)

@@ -528,12 +528,14 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	s = sq_stmt(q, "UPDATE grp SET pos = max(pos, ?2), "
 	    "delivered = delivered + ?3, settled = settled + ?4, "
-	    "deadlettered = deadlettered + ?5 WHERE id = ?1");
+	    "deadlettered = deadlettered + ?5, settled_ts = CASE WHEN ?4 > 0 "
+	    "THEN ?6 ELSE settled_ts END WHERE id = ?1");
 	sqlite3_bind_int64(s, 1, k.g.id);
 	sqlite3_bind_int64(s, 2, k.pos);
 	sqlite3_bind_int64(s, 3, k.delivered);
 	sqlite3_bind_int64(s, 4, k.settled);
 	sqlite3_bind_int64(s, 5, k.dead);
+	sqlite3_bind_int64(s, 6, k.now);
 	sq_step(q, s, "cannot update group");
 	sq_commit(q, c->autoack ? SQ_DURABLE : SQ_SEEN);
 	return k.n;
@@ -731,12 +733,14 @@ sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
 		if (!c->settled && !c->failed && !c->dead)
 			continue;	/* (settled < 0: given back) */
 		s = sq_stmt(q, "UPDATE grp SET settled = settled + ?2, "
-		    "failed = failed + ?3, deadlettered = deadlettered + ?4 "
+		    "failed = failed + ?3, deadlettered = deadlettered + ?4, "
+		    "settled_ts = CASE WHEN ?2 > 0 THEN ?5 ELSE settled_ts END "
 		    "WHERE id = ?1");
 		sqlite3_bind_int64(s, 1, c->g.id);
 		sqlite3_bind_int64(s, 2, c->settled);
 		sqlite3_bind_int64(s, 3, c->failed);
 		sqlite3_bind_int64(s, 4, c->dead);
+		sqlite3_bind_int64(s, 5, now);
 		sq_step(q, s, "cannot update group");
 	}
 	free(gc);

@@ -76,6 +76,13 @@ static const char *migrations[] = {
 	/* 3 -> 4: a consumer's handler group */
 	"ALTER TABLE consumer ADD COLUMN pgid INTEGER;"
 	"ALTER TABLE consumer ADD COLUMN pgstart INTEGER;",
+	/*
+	 * 4 -> 5: when each group last settled, kept by the statements that
+	 * add to settled; until then, the history's last ack says
+	 */
+	"ALTER TABLE grp ADD COLUMN settled_ts INTEGER;"
+	"UPDATE grp SET settled_ts = (SELECT max(ts) FROM history "
+	"WHERE history.grp = grp.id AND event = 'acked');",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

@@ -64,7 +64,7 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 }
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
-	"backoff, ordered, settled, delivered, failed, deadlettered"
+	"backoff, ordered, settled, delivered, failed, deadlettered, settled_ts"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -82,6 +82,7 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->delivered = sqlite3_column_int64(s, 10);
 	g->failed = sqlite3_column_int64(s, 11);
 	g->deadlettered = sqlite3_column_int64(s, 12);
+	g->settled_ts = sqlite3_column_int64(s, 13);	/* NULL: 0 */
 }
 
 int
