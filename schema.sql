@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 5
+-- version: 6
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -29,7 +29,10 @@ CREATE TABLE topic (
 	max_size	INTEGER NOT NULL DEFAULT 1048576,
 	-- Since version 2: a purge of settled messages can leave holes in the
 	-- offsets, only below this one; from here to next_off all is stored.
-	gap_below	INTEGER NOT NULL DEFAULT 0
+	gap_below	INTEGER NOT NULL DEFAULT 0,
+	-- since version 6: no group of it is handed anything before this
+	-- time (mq-topic set paused=); NULL: not paused
+	paused_until	INTEGER
 );
 
 -- The log.  due is when the message may first be delivered (ts unless it
@@ -78,6 +81,9 @@ CREATE TABLE grp (
 	-- since version 5: when settled last grew (mq-lag --max-idle);
 	-- NULL: never
 	settled_ts	INTEGER,
+	-- since version 6: nothing is handed out before this time
+	-- (mq-topic group --pause); NULL: not paused
+	paused_until	INTEGER,
 	UNIQUE (topic, name)
 );
 

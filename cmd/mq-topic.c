@@ -11,7 +11,6 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <libutil.h>
 
 #include "mq.h"
 
@@ -27,9 +26,10 @@ static const char synopsis[] =
     "       mq-topic [-d FILE] group TOPIC GROUP [--lease DUR] "
     "[--max-attempts N]\n"
     "                [--backoff LIST] [--ordered | --unordered]\n"
-    "                [--from earliest|latest]\n"
+    "                [--from earliest|latest] [--pause WHEN | --resume]\n"
     "       mq-topic [-d FILE] group-delete [--force] TOPIC GROUP\n"
-    "keys: retention=DUR|none dedup-window=DUR max-size=BYTES\n";
+    "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
+    "paused=WHEN|no\n";
 static const char *const help[] = {
 	"-f, --force",			"delete even what groups have not settled",
 	"--lease DUR",			"group: lease deliveries for DUR (30s)",
@@ -38,41 +38,24 @@ static const char *const help[] = {
 	"--ordered",			"group: one at a time per key",
 	"--unordered",			"group: in parallel whatever the key",
 	"--from earliest|latest",	"group: where a new group starts",
+	"--pause forever|DUR|TIME",	"group: hand nothing out until then",
+	"--resume",			"group: hand out again, at once",
 	NULL,
 };
 
-/* key=value settings; dies 64 on a bad one. */
-static void
-settings(struct mq_topic_conf *c, int argc, char **argv)
+/* "" when not paused, else "for ever" or "until TIME". */
+static const char *
+paused(int64_t until)
 {
-	uint64_t n;
-	char key[32], *v;
-	int i;
+	static char buf[64];
 
-	c->retention = c->dedup_window = c->max_size = MQ_KEEP;
-	for (i = 0; i < argc; i++) {
-		if (!(v = strchr(argv[i], '=')))
-			mq_usage_err("invalid setting '%s': want "
-			    "key=value", argv[i]);
-		snprintf(key, sizeof key, "%.*s", (int)(v - argv[i]), argv[i]);
-		v++;
-		if (!strcmp(key, "retention")) {
-			c->retention = !strcmp(v, "none") ? -1 :
-			    mq_duration_arg(v, "retention");
-		} else if (!strcmp(key, "dedup-window")) {
-			c->dedup_window = mq_duration_arg(v, "dedup window");
-		} else if (!strcmp(key, "max-size")) {
-			if (expand_number(v, &n) < 0 || n < 1 ||
-			    n > MQ_SIZE_LIMIT)
-				mq_usage_err("invalid max-size '%s': want "
-				    "1 to %d bytes (k, m suffixes work)", v,
-				    MQ_SIZE_LIMIT);
-			c->max_size = (int64_t)n;
-		} else {
-			mq_usage_err("unknown setting '%s': want "
-			    "retention, dedup-window or max-size", key);
-		}
-	}
+	if (until <= mq_now())
+		return "";
+	if (until == INT64_MAX)
+		return "for ever";
+	memcpy(buf, "until ", 6);
+	mq_rfc3339(until, buf + 6, sizeof buf - 6);
+	return buf;
 }
 
 static void
@@ -84,11 +67,13 @@ print_group(const struct mq_lag_row *r)
 	mq_format_duration(g->lease, lease, sizeof lease);
 	printf("group %s: position %lld, lag %lld, in-flight %lld, "
 	    "retrying %lld, dead %lld, consumers %lld; lease %s, "
-	    "max-attempts %d, %s, backoff %s\n", g->name,
+	    "max-attempts %d, %s, backoff %s%s%s\n", g->name,
 	    (long long)g->pos, (long long)r->s.lag,
 	    (long long)(r->s.inflight + r->s.expired), (long long)r->s.retrying,
 	    (long long)r->s.dead, (long long)r->s.consumers, lease,
-	    g->max_attempts, g->ordered ? "ordered" : "unordered", g->backoff);
+	    g->max_attempts, g->ordered ? "ordered" : "unordered", g->backoff,
+	    *paused(g->paused_until) ? "; paused " : "",
+	    paused(g->paused_until));
 }
 
 /* One snapshot of a topic (and one group of it, or all). */
@@ -123,6 +108,8 @@ show(struct mq *q, const char *name)
 	}
 	mq_format_duration(t->dedup_window, buf, sizeof buf);
 	printf("dedup-window %s\nmax-size %lld\n", buf, (long long)t->max_size);
+	if (*paused(t->paused_until))
+		printf("paused %s\n", paused(t->paused_until));
 	for (i = 0; i < L.n; i++)
 		if (L.rows[i].has_group)
 			print_group(&L.rows[i]);
@@ -148,9 +135,11 @@ group(struct mq **q, int argc, char **argv)
 		{ "ordered", no_argument, NULL, 'o' },
 		{ "unordered", no_argument, NULL, 'u' },
 		{ "from", required_argument, NULL, 'f' },
+		{ "pause", required_argument, NULL, 'p' },
+		{ "resume", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0 };
+	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP };
 	struct mq_group g;
 	struct mq_lag L;
 	int c;
@@ -175,6 +164,8 @@ group(struct mq **q, int argc, char **argv)
 				    "durations such as '10s 1m 5m'", optarg);
 			gc.backoff = optarg;
 			break;
+		case 'p': gc.paused_until = mq_pause_arg(optarg); break;
+		case 'r': gc.paused_until = 0; break;
 		case 'o': gc.ordered = 1; break;
 		case 'u': gc.ordered = 0; break;
 		case 'f':
@@ -260,7 +251,7 @@ main(int argc, char *argv[])
 			mq_usage_err("%s needs TOPIC%s", cmd,
 			    strcmp(cmd, "set") ? "" : " key=value ...");
 		mq_name_arg(argv[1], "topic");
-		settings(&tc, argc - 2, argv + 2);	/* check before opening */
+		mq_topic_settings(&tc, argc - 2, argv + 2);	/* check before opening */
 		if (!strcmp(cmd, "set")) {
 			q = mq_open(dbpath, MQ_UPDATE);
 			mq_check(mq_topic_conf(q, argv[1], &tc, &t), argv[1],

@@ -83,6 +83,16 @@ mq_lag_json(FILE *f, const struct mq_lag *L)
 				fprintf(f, ",\"oldest_age_s\":0,\"oldest_time\":null,"
 				    "\"oldest_epoch\":null");
 			json_ms(f, "last_settle_ms", r->g.settled_ts);
+			/* the group's or its topic's, while it lasts */
+			if (mq_paused(&r->t, &r->g, L->now) == INT64_MAX)
+				fprintf(f, ",\"paused\":true,"
+				    "\"paused_until_ms\":null");
+			else if (mq_paused(&r->t, &r->g, L->now))
+				fprintf(f, ",\"paused\":true,"
+				    "\"paused_until_ms\":%lld", (long long)
+				    mq_paused(&r->t, &r->g, L->now));
+			else
+				fprintf(f, ",\"paused\":false");
 		} else
 			fprintf(f, ",\"group\":null");
 		fprintf(f, "}\n");
@@ -199,7 +209,7 @@ mq_lag_table(FILE *f, const struct mq_lag *L, int how)
 	    "INFL", "EXP", "RETRY", "DELAY", "DEAD", "AGE", "CONS", "IN/s",
 	    "OUT/s" };
 	const char *h[NCOL];
-	char c[NCOL][MQ_NAME_MAX + 8], al[NCOL + 1], *cells[NCOL];
+	char c[NCOL][MQ_NAME_MAX + 20], al[NCOL + 1], *cells[NCOL];
 	int show[NCOL], hot[NCOL], i, k, n;
 	struct mq_table *tb;
 	struct { char c[NCOL][32]; int hot[NCOL]; } *rows;
@@ -254,8 +264,10 @@ mq_lag_table(FILE *f, const struct mq_lag *L, int how)
 	tb = mq_table_new(n, h, al);
 	for (i = 0; i < L->n; i++) {
 		snprintf(c[0], sizeof c[0], "%s", L->rows[i].t.name);
-		snprintf(c[1], sizeof c[1], "%s",
-		    L->rows[i].has_group ? L->rows[i].g.name : "-");
+		snprintf(c[1], sizeof c[1], "%s%s",
+		    L->rows[i].has_group ? L->rows[i].g.name : "-",
+		    L->rows[i].has_group && mq_paused(&L->rows[i].t,
+		    &L->rows[i].g, L->now) ? " (paused)" : "");
 		for (k = 2; k < NCOL; k++)
 			strcpy(c[k], rows[i].c[k]);
 		for (k = n = 0; k < NCOL; k++)

@@ -55,6 +55,7 @@ int	 mq_valid_name(const char *s);
 const char *mq_name_arg(const char *s, const char *what);
 int64_t	 mq_duration_arg(const char *s, const char *what);
 int64_t	 mq_time_arg(const char *s, const char *what);
+int64_t	 mq_pause_arg(const char *s);
 long long mq_num_arg(const char *s, long long min, long long max,
 	    const char *what);
 int	 mq_parse_backoff(const char *s, int64_t **steps, int *n);
@@ -129,11 +130,14 @@ struct mq_topic {
 	int64_t		created, next_off, last_ts, msgs, bytes;
 	int64_t		retention, dedup_window, max_size;	/* retention<0: none */
 	int64_t		gap_below;	/* offsets from here on have no holes */
+	int64_t		paused_until;	/* 0: not paused */
 };
 struct mq_topic_conf {			/* MQ_KEEP: unchanged */
 	int64_t		retention;	/* -1: none */
 	int64_t		dedup_window, max_size;
+	int64_t		paused_until;	/* 0: resume */
 };
+void	 mq_topic_settings(struct mq_topic_conf *, int argc, char **argv);
 int	 mq_topic_get(struct mq *, const char *name, struct mq_topic *);
 int	 mq_topic_list(struct mq *, struct mq_topic **out);
 int	 mq_topic_create(struct mq *, const char *name,
@@ -155,6 +159,7 @@ struct mq_group {
 	int64_t		created, pos, lease, settled;
 	int64_t		delivered, failed, deadlettered;	/* counters */
 	int64_t		settled_ts;	/* when settled last grew; 0: never */
+	int64_t		paused_until;	/* 0: not paused */
 	int		max_attempts, ordered;
 	char		backoff[512];
 };
@@ -164,7 +169,11 @@ struct mq_group_conf {
 	int		ordered;	/* -1: unchanged */
 	const char	*backoff;	/* NULL: unchanged */
 	int		latest;		/* a new group starts at the end */
+	int64_t		paused_until;	/* MQ_KEEP: unchanged; 0: resume */
 };
+/* Until when the group (or its topic) hands nothing out; 0: it does. */
+int64_t	 mq_paused(const struct mq_topic *, const struct mq_group *,
+	    int64_t now);
 int	 mq_group_get(struct mq *, const char *topic, const char *name,
 	    struct mq_group *);
 int	 mq_group_conf(struct mq *, const char *topic, const char *name,

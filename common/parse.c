@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <libutil.h>
 
 #include "mq.h"
 
@@ -324,3 +325,58 @@ mq_parse_receipt(const char *s, struct mq_receipt *r)
 	r->token = (uint32_t)tok;
 	return 0;
 }
+
+/*
+ * Until when a pause lasts: "forever", a duration from now (1h), or a
+ * time as --until takes it.
+ */
+int64_t
+mq_pause_arg(const char *s)
+{
+	int64_t d;
+
+	if (!strcmp(s, "forever"))
+		return INT64_MAX;
+	if (mq_parse_duration(s, &d) == 0)
+		return mq_now() + d;
+	return mq_time_arg(s, "pause end");
+}
+
+/* mq-topic create and set: key=value settings; dies 64 on a bad one. */
+void
+mq_topic_settings(struct mq_topic_conf *c, int argc, char **argv)
+{
+	uint64_t n;
+	char key[32], *v;
+	int i;
+
+	c->retention = c->dedup_window = c->max_size = MQ_KEEP;
+	c->paused_until = MQ_KEEP;
+	for (i = 0; i < argc; i++) {
+		if (!(v = strchr(argv[i], '=')))
+			mq_usage_err("invalid setting '%s': want "
+			    "key=value", argv[i]);
+		snprintf(key, sizeof key, "%.*s", (int)(v - argv[i]), argv[i]);
+		v++;
+		if (!strcmp(key, "retention")) {
+			c->retention = !strcmp(v, "none") ? -1 :
+			    mq_duration_arg(v, "retention");
+		} else if (!strcmp(key, "dedup-window")) {
+			c->dedup_window = mq_duration_arg(v, "dedup window");
+		} else if (!strcmp(key, "max-size")) {
+			if (expand_number(v, &n) < 0 || n < 1 ||
+			    n > MQ_SIZE_LIMIT)
+				mq_usage_err("invalid max-size '%s': want "
+				    "1 to %d bytes (k, m suffixes work)", v,
+				    MQ_SIZE_LIMIT);
+			c->max_size = (int64_t)n;
+		} else if (!strcmp(key, "paused")) {
+			c->paused_until = !strcmp(v, "no") ? 0 :
+			    mq_pause_arg(v);
+		} else {
+			mq_usage_err("unknown setting '%s': want retention, "
+			    "dedup-window, max-size or paused", key);
+		}
+	}
+}
+

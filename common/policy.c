@@ -106,3 +106,13 @@ mq_rule_move(const struct mq_move *m, int64_t at_time, int64_t pos,
 		to = lo;
 	return to > next_off ? next_off : to;
 }
+
+/* A paused topic pauses its groups; the later end of the two holds. */
+int64_t
+mq_paused(const struct mq_topic *t, const struct mq_group *g, int64_t now)
+{
+	int64_t until = t->paused_until > g->paused_until ? t->paused_until :
+	    g->paused_until;
+
+	return until > now ? until : 0;
+}

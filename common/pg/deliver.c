@@ -669,12 +669,17 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* nothing to claim: one read, without any lock */
 	if (!c->woken) {
 		k.now = pg_now();
-		r = pg_q(q, "cannot read deliveries", "SELECT EXISTS (SELECT 1 "
+		r = pg_q(q, "cannot read deliveries", "SELECT (EXISTS (SELECT 1 "
 		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3) "
-		    "OR g.pos < t.next_off, (SELECT min(due) FROM delivery "
-		    "WHERE grp = g.id AND state < 2 AND due > $3) FROM topic t "
-		    "JOIN grp g ON g.topic = t.id AND g.name = $2 WHERE "
-		    "t.name = $1", 3, c->topic, c->group, pg_int(q, k.now));
+		    "OR g.pos < t.next_off) AND p <= $3, CASE WHEN p > $3 THEN p "
+		    "ELSE (SELECT min(due) FROM delivery WHERE grp = g.id AND "
+		    "state < 2 AND due > $3) END FROM topic t JOIN grp g ON "
+		    "g.topic = t.id AND g.name = $2 CROSS JOIN LATERAL (SELECT "
+		    "greatest(coalesce(t.paused_until, 0), coalesce("
+		    "g.paused_until, 0)) AS p) x WHERE t.name = $1", 3,
+		    c->topic, c->group,
+		    pg_int(q, k.now));
+		/* nothing, or paused: when to look again */
 		if (r && PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t")) {
 			if (next)
 				*next = pg_null(r, 0, 1) ? INT64_MAX :
@@ -688,7 +693,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* the group, ours until commit: one round trip when it exists (the
 	   topic's next_off is read after, by claim_new) */
 	if (pg_begin(q) || (rc = pg_group_locked(q, c->topic, c->group,
-	    &k.g)) < 0)
+	    &k.g, &k.t.paused_until)) < 0)
 		return PG_RETRY;
 	if (rc) {
 		k.t.id = k.g.topic;
@@ -700,6 +705,11 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	   due row is read afresh below, not in the snapshot of the lock's
 	   statement, which is older than the wait for the lock) */
 	k.now = pg_now();
+	if (mq_paused(&k.t, &k.g, k.now)) {	/* nothing until it ends */
+		if (next)
+			*next = mq_paused(&k.t, &k.g, k.now);
+		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
+	}
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;
 	/* again only after a round that went all dead: the rows it

@@ -535,6 +535,9 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN settled_ts bigint; "
 	"UPDATE grp SET settled_ts = (SELECT max(ts) FROM history h "
 	"WHERE h.grp = grp.id AND h.event = 'acked')",
+	/* 2 -> 3: pausing a topic or a group */
+	"ALTER TABLE topic ADD COLUMN paused_until bigint; "
+	"ALTER TABLE grp ADD COLUMN paused_until bigint",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

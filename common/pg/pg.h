@@ -84,7 +84,7 @@ int64_t	 pg_count_range(struct pgq *, int64_t topic, int64_t from,
 	    int64_t to);
 void	 pg_msg_row(PGresult *, int row, int col, struct mq_msg *);
 int	 pg_group_locked(struct pgq *, const char *topic, const char *name,
-	    struct mq_group *);
+	    struct mq_group *, int64_t *topic_paused);
 int	 pg_dead_consumers_of(struct pgq *, const char *topic,
 	    const char *group, struct mq_consumer **);
 int	 pg_consumers_of(struct pgq *, const char *topic, const char *group,

@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 2
+-- version: 3
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -27,7 +27,8 @@ CREATE TABLE topic (
 	retention	bigint,
 	dedup_window	bigint NOT NULL DEFAULT 86400000,
 	max_size	bigint NOT NULL DEFAULT 1048576,
-	gap_below	bigint NOT NULL DEFAULT 0
+	gap_below	bigint NOT NULL DEFAULT 0,
+	paused_until	bigint			-- since version 3
 );
 
 CREATE TABLE msg (
@@ -68,6 +69,7 @@ CREATE TABLE grp (
 	failed		bigint NOT NULL DEFAULT 0,
 	deadlettered	bigint NOT NULL DEFAULT 0,
 	settled_ts	bigint,			-- since version 2
+	paused_until	bigint,			-- since version 3
 	UNIQUE (topic, name)
 );
 

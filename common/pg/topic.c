@@ -15,8 +15,9 @@
 #define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
 
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
-	"coalesce(retention, -1), dedup_window, max_size, gap_below"
-#define TOPIC_NCOLS 11
+	"coalesce(retention, -1), dedup_window, max_size, gap_below, " \
+	"paused_until"
+#define TOPIC_NCOLS 12
 
 static void
 topic_cols(PGresult *r, int i, struct mq_topic *t)
@@ -32,6 +33,7 @@ topic_cols(PGresult *r, int i, struct mq_topic *t)
 	t->dedup_window = pg_get(r, i, 8);
 	t->max_size = pg_get(r, i, 9);
 	t->gap_below = pg_get(r, i, 10);
+	t->paused_until = pg_get(r, i, 11);	/* NULL: 0 */
 }
 
 /* 1 found, 0 not, PG_RETRY; with lock, the row stays locked to commit. */
@@ -74,7 +76,8 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 }
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
-	"backoff, ordered, settled, delivered, failed, deadlettered, settled_ts"
+	"backoff, ordered, settled, delivered, failed, deadlettered, " \
+	"settled_ts, paused_until"
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -94,6 +97,7 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->failed = pg_get(r, i, c + 11);
 	g->deadlettered = pg_get(r, i, c + 12);
 	g->settled_ts = pg_get(r, i, c + 13);	/* NULL: 0 */
+	g->paused_until = pg_get(r, i, c + 14);	/* NULL: 0 */
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -175,16 +179,20 @@ pg_group_ensure(struct pgq *q, const struct mq_topic *t, const char *name,
 /* The group of topic/name, locked, in one round trip: 1, 0 if none. */
 int
 pg_group_locked(struct pgq *q, const char *topic, const char *name,
-    struct mq_group *g)
+    struct mq_group *g, int64_t *topic_paused)
 {
 	PGresult *r;
 	int found;
 
-	TRY(r, pg_q(q, "cannot read group", "SELECT " GROUP_COLS " FROM grp "
-	    "WHERE topic = (SELECT id FROM topic WHERE name = $1) AND "
-	    "name = $2 FOR UPDATE", 2, topic, name));
-	if ((found = PQntuples(r) > 0))
+	/* and the topic's pause (claim only needs its id and this) */
+	TRY(r, pg_q(q, "cannot read group", "SELECT " GROUP_COLS ", (SELECT "
+	    "paused_until FROM topic WHERE name = $1) FROM grp WHERE topic = "
+	    "(SELECT id FROM topic WHERE name = $1) AND name = $2 FOR UPDATE",
+	    2, topic, name));
+	if ((found = PQntuples(r) > 0)) {
 		group_cols(r, 0, g);
+		*topic_paused = pg_get(r, 0, 15);
+	}
 	PQclear(r);
 	return found;
 }
@@ -236,6 +244,13 @@ topic_set(struct pgq *q, int64_t id, const struct mq_topic_conf *c)
 		    "max_size = $2 WHERE id = $1", 2, pg_int(q, id),
 		    pg_int(q, c->max_size)));
 		PQclear(r);
+	}
+	if (c->paused_until != MQ_KEEP) {
+		TRY(r, pg_q(q, "cannot update topic", "UPDATE topic SET "
+		    "paused_until = $2 WHERE id = $1", 2, pg_int(q, id),
+		    c->paused_until ? pg_int(q, c->paused_until) : NULL));
+		PQclear(r);
+		pg_notify(q, id);	/* a resume wakes its consumers */
 	}
 	return 0;
 }
@@ -446,12 +461,15 @@ group_conf(struct pgq *q, const char *topic, const char *name,
 	    "lease = coalesce($2, lease), "
 	    "max_attempts = coalesce($3, max_attempts), "
 	    "ordered = coalesce($4, ordered), "
-	    "backoff = coalesce($5, backoff) WHERE id = $1", 5,
+	    "backoff = coalesce($5, backoff), paused_until = CASE WHEN $6 "
+	    "THEN $7::bigint ELSE paused_until END WHERE id = $1", 7,
 	    pg_int(q, g->id),
 	    c->lease != MQ_KEEP ? pg_int(q, c->lease) : NULL,
 	    c->max_attempts > 0 ? pg_int(q, c->max_attempts) : NULL,
 	    c->ordered >= 0 ? pg_int(q, c->ordered) : NULL,
-	    c->backoff));
+	    c->backoff, c->paused_until != MQ_KEEP ? "true" : "false",
+	    c->paused_until != MQ_KEEP && c->paused_until ?
+	    pg_int(q, c->paused_until) : NULL));
 	PQclear(r);
 	if (pg_group_row(q, t.id, name, g, 0) < 0)
 		return PG_RETRY;

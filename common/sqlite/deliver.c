@@ -495,9 +495,12 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		sq_begin_read(q);
 		k.now = mq_now();
 		if (sq_need(q, c->topic, c->group, &k.t, &k.g) == 0 &&
-		    !claimable(q, &k.g, k.now)) {
+		    (mq_paused(&k.t, &k.g, k.now) ||
+		    !claimable(q, &k.g, k.now))) {
 			if (next)
-				*next = next_due(q, &k.g, k.now);
+				*next = mq_paused(&k.t, &k.g, k.now) ?
+				    mq_paused(&k.t, &k.g, k.now) :
+				    next_due(q, &k.g, k.now);
 			sq_rollback(q);
 			return 0;
 		}
@@ -511,6 +514,15 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		sq_topic_ensure(q, c->topic, &k.t);
 		sq_group_ensure(q, &k.t, c->group, c->latest, &k.g);
 		k.changed = 1;
+	}
+	if (mq_paused(&k.t, &k.g, k.now)) {	/* nothing until it ends */
+		if (next)
+			*next = mq_paused(&k.t, &k.g, k.now);
+		if (k.changed)
+			sq_commit(q, SQ_SEEN);
+		else
+			sq_rollback(q);
+		return 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;

@@ -83,6 +83,9 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN settled_ts INTEGER;"
 	"UPDATE grp SET settled_ts = (SELECT max(ts) FROM history "
 	"WHERE history.grp = grp.id AND event = 'acked');",
+	/* 5 -> 6: pausing a topic or a group */
+	"ALTER TABLE topic ADD COLUMN paused_until INTEGER;"
+	"ALTER TABLE grp ADD COLUMN paused_until INTEGER;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

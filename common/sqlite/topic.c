@@ -15,7 +15,8 @@
 #include "sq.h"
 
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
-	"coalesce(retention, -1), dedup_window, max_size, gap_below"
+	"coalesce(retention, -1), dedup_window, max_size, gap_below, " \
+	"paused_until"
 
 static void
 topic_cols(sqlite3_stmt *s, struct mq_topic *t)
@@ -31,6 +32,7 @@ topic_cols(sqlite3_stmt *s, struct mq_topic *t)
 	t->dedup_window = sqlite3_column_int64(s, 8);
 	t->max_size = sqlite3_column_int64(s, 9);
 	t->gap_below = sqlite3_column_int64(s, 10);
+	t->paused_until = sqlite3_column_int64(s, 11);	/* NULL: 0 */
 }
 
 int
@@ -64,7 +66,8 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 }
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
-	"backoff, ordered, settled, delivered, failed, deadlettered, settled_ts"
+	"backoff, ordered, settled, delivered, failed, deadlettered, " \
+	"settled_ts, paused_until"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -83,6 +86,7 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->failed = sqlite3_column_int64(s, 11);
 	g->deadlettered = sqlite3_column_int64(s, 12);
 	g->settled_ts = sqlite3_column_int64(s, 13);	/* NULL: 0 */
+	g->paused_until = sqlite3_column_int64(s, 14);	/* NULL: 0 */
 }
 
 int
@@ -217,6 +221,15 @@ topic_set(struct sq *q, int64_t id, const struct mq_topic_conf *c)
 		sqlite3_bind_int64(s, 1, id);
 		sqlite3_bind_int64(s, 2, c->max_size);
 		sq_step(q, s, "cannot update topic");
+	}
+	if (c->paused_until != MQ_KEEP) {
+		s = sq_stmt(q, "UPDATE topic SET paused_until = ?2 "
+		    "WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, id);
+		if (c->paused_until)
+			sqlite3_bind_int64(s, 2, c->paused_until);
+		sq_step(q, s, "cannot update topic");
+		sq_touch(q, id);	/* a resume wakes its consumers */
 	}
 }
 
@@ -389,6 +402,13 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		s = sq_stmt(q, "UPDATE grp SET backoff = ?2 WHERE id = ?1");
 		sqlite3_bind_int64(s, 1, g->id);
 		sqlite3_bind_text(s, 2, c->backoff, -1, SQLITE_STATIC);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->paused_until != MQ_KEEP) {
+		s = sq_stmt(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		if (c->paused_until)
+			sqlite3_bind_int64(s, 2, c->paused_until);
 		sq_step(q, s, "cannot update group");
 	}
 	sq_group_row(q, t.id, name, g);
