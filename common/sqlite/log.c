@@ -332,6 +332,20 @@ sq_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 	"ELSE 1 END WHEN 2 THEN 4 ELSE CASE WHEN d.attempt > 0 THEN 3 " \
 	"ELSE 0 END END"
 
+/* ?1 topic, ?2 group, ?3 and ?4 the offsets, ?5 the key or NULL */
+static void
+bind_list(sqlite3_stmt *s, int64_t topic, int64_t grp, const struct mq_list *l)
+{
+	sqlite3_bind_int64(s, 1, topic);
+	sqlite3_bind_int64(s, 2, grp);
+	sqlite3_bind_int64(s, 3, l->from);
+	sqlite3_bind_int64(s, 4, l->to);
+	if (l->key)
+		sqlite3_bind_text(s, 5, l->key, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(s, 5);
+}
+
 int
 sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 {
@@ -357,14 +371,7 @@ sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 	    "m.topic = ?1 AND m.off = d.off WHERE d.grp = ?2 AND d.off >= ?3 "
 	    "AND d.off <= ?4 AND (?5 IS NULL OR d.key = ?5) AND "
 	    "(?7 >> " ITEM_STATE ") & 1 ORDER BY d.off LIMIT ?8");
-	sqlite3_bind_int64(s, 1, t.id);
-	sqlite3_bind_int64(s, 2, g.id);
-	sqlite3_bind_int64(s, 3, l->from);
-	sqlite3_bind_int64(s, 4, l->to);
-	if (l->key)
-		sqlite3_bind_text(s, 5, l->key, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(s, 5);
+	bind_list(s, t.id, g.id, l);
 	sqlite3_bind_int64(s, 6, l->now);
 	sqlite3_bind_int(s, 7, l->states);
 	sqlite3_bind_int(s, 8, max);
@@ -390,14 +397,7 @@ sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 		    "(?5 IS NULL OR key = ?5) AND NOT EXISTS (SELECT 1 FROM "
 		    "delivery d WHERE d.grp = ?2 AND d.off = m.off) ORDER BY "
 		    "off LIMIT ?7");
-		sqlite3_bind_int64(s, 1, t.id);
-		sqlite3_bind_int64(s, 2, g.id);
-		sqlite3_bind_int64(s, 3, l->from);
-		sqlite3_bind_int64(s, 4, l->to);
-		if (l->key)
-			sqlite3_bind_text(s, 5, l->key, -1, SQLITE_STATIC);
-		else
-			sqlite3_bind_null(s, 5);
+		bind_list(s, t.id, g.id, l);
 		sqlite3_bind_int64(s, 6, g.pos);
 		sqlite3_bind_int(s, 7, max);
 		while (sq_step(q, s, "cannot read messages") == SQLITE_ROW) {
