@@ -300,15 +300,15 @@ pragma_int(struct sq *q, const char *sql)
 	return v;
 }
 
-/* mkdir -p for the directory of path */
+/* mkdir -p for the directory of path, the new ones with mode (less umask) */
 static void
-mkparents(const char *path)
+mkparents(const char *path, mode_t mode)
 {
 	char *p = mq_strdup(path), *s;
 
 	for (s = p + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
-		if (mkdir(p, 0777) < 0 && errno != EEXIST)
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
 			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
 			    "cannot create directory %s:", p);
 		*s = '/';
@@ -531,12 +531,16 @@ reopen_immutable(struct sq *q)
 	configure(q);
 }
 
-/* A new file beside (or as) the database, with its mode and group. */
+/*
+ * A new file beside (or as) the database, with its mode and group; a new
+ * database 0666 less the umask, as touch(1) makes a file, so that umask
+ * 002 in a setgid directory makes one its group can write.
+ */
 static int
 make_file(const char *path, const struct stat *db)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	    db ? db->st_mode & 0666 : 0644);
+	    db ? db->st_mode & 0666 : 0666);
 
 	if (fd < 0)
 		return errno == EEXIST ? 0 : -1;	/* another made it */
@@ -692,7 +696,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		if (mode != MQ_WRITE)
 			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
 			    "no such file", path);
-		mkparents(path);
+		mkparents(path, mq_is_private(path) ? 0700 : 0777);
 	} else if (!S_ISREG(st.st_mode)) {
 		mq_die(MQ_EX_DATAERR, "cannot open database %s: not a regular "
 		    "file", path);
