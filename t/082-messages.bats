@@ -5,6 +5,7 @@
 # dead with its reason), in the table and in JSON, its filters, and that
 # it changes nothing; and a consumer's note when it makes its topic or
 # group, or MQ_NO_CREATE's refusal (typos seen).  On both backends.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 
@@ -54,6 +55,7 @@ scenario() {
 	[ "${#lines[@]}" = 6 ]
 	jtrue '.offset == 1 and .state == "retry" and .attempt == 1 and .reason == "disk full" and .due_ms > .epoch_ms and .body == "first job" and (has("host") | not)' <<<"${lines[0]}"
 	jtrue '.offset == 2 and .state == "dead" and .reason == "bad input" and (has("due_ms") | not)' <<<"${lines[1]}"
+	# shellcheck disable=SC2016 # $h is jq's
 	jtrue --arg h "$(hostname)" '.offset == 3 and .state == "inflight" and .host == $h and .pid > 0 and .due_ms > .epoch_ms' <<<"${lines[2]}"
 	jtrue '.offset == 4 and .state == "pending" and .attempt == 0 and .size == 50 and .key == null' <<<"${lines[3]}"
 	jtrue '.offset == 6 and .state == "pending" and .due_ms - .epoch_ms >= 3590000' <<<"${lines[5]}"
