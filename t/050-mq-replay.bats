@@ -167,9 +167,9 @@ send10() {
 	run -1 mq-replay --since "@$T" --to-offset 1 t
 	assert_output ''
 	# a malformed time is bad data
-	run --separate-stderr -65 mq-replay --since yesterday t
+	run --separate-stderr -65 mq-replay --since tomorrow t
 	one_error mq-replay
-	[[ $stderr == *yesterday* ]]
+	[[ $stderr == *tomorrow* ]]
 	[ -z "$output" ]
 }
 
@@ -258,6 +258,34 @@ send10() {
 	assert_output ''
 	run -1 mq-replay --from-offset 5 --to-offset 4 t
 	assert_output ''
+}
+
+@test "--since and --until take now, today and yesterday (00:00 local time)" {
+	export TZ=Asia/Kolkata	# local midnight is not UTC's
+	y0=$(date -d 'yesterday 00:00' +%s)
+	t0=$(date -d 'today 00:00' +%s)
+	mq-send -q t y-1ms y t-1ms t
+	# times never decrease along offsets: just before and at each midnight
+	sql "UPDATE msg SET ts = CASE off WHEN 1 THEN $y0 * 1000 - 1
+	    WHEN 2 THEN $y0 * 1000 WHEN 3 THEN $t0 * 1000 - 1
+	    ELSE $t0 * 1000 END, due = 0"
+	mq-send -q t now
+	run -0 mq-replay --since today t
+	assert_output "$(printf '4\tt\n5\tnow')"
+	run -0 mq-replay --until today t
+	assert_output "$(printf '1\ty-1ms\n2\ty\n3\tt-1ms\n4\tt')"
+	run -0 mq-replay --since yesterday --until today --format '%o ' t
+	assert_output '2 3 4 '
+	run -0 mq-replay --until yesterday t
+	assert_output "$(printf '1\ty-1ms\n2\ty')"
+	run -1 mq-replay --since now t
+	assert_output ''
+	run -0 mq-replay --since today --until now --format '%o ' t
+	assert_output '4 5 '
+	[ "$(date -d 'today 00:00' +%s)" = "$t0" ] ||
+	    skip "midnight passed during the test"
+	run -65 --separate-stderr mq-replay --since noon t
+	one_error mq-replay
 }
 
 @test "-f prints what is there, then messages sent after it started, until SIGTERM" {
