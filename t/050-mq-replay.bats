@@ -266,9 +266,9 @@ send10() {
 	t0=$(date -d 'today 00:00' +%s)
 	mq-send -q t y-1ms y t-1ms t
 	# times never decrease along offsets: just before and at each midnight
-	sql "UPDATE msg SET ts = CASE off WHEN 1 THEN $y0 * 1000 - 1
-	    WHEN 2 THEN $y0 * 1000 WHEN 3 THEN $t0 * 1000 - 1
-	    ELSE $t0 * 1000 END, due = 0"
+	ts="CASE off WHEN 1 THEN $((y0 * 1000 - 1)) WHEN 2 THEN $((y0 * 1000))
+	    WHEN 3 THEN $((t0 * 1000 - 1)) ELSE $((t0 * 1000)) END"
+	sql "UPDATE msg SET ts = $ts, due = $ts"
 	mq-send -q t now
 	run -0 mq-replay --since today t
 	assert_output "$(printf '4\tt\n5\tnow')"
