@@ -367,7 +367,9 @@ in_wal(struct sq *q)
 /*
  * Whether the file says WAL mode, asked through a connection of its own:
  * after a write of the header failed, the connection that switched can
- * believe it switched while the file did not.
+ * believe it switched while the file did not.  Another first writer may
+ * hold the lock for a moment (making the schema): wait for it, as for any
+ * writer, or the answer is a busy error read as "not WAL".
  */
 static int
 file_in_wal(struct sq *q)
@@ -378,6 +380,7 @@ file_in_wal(struct sq *q)
 
 	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READONLY |
 	    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
+	    sqlite3_busy_timeout(db, (int)q->busy_ms) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL) ==
 	    SQLITE_OK) {
 		if (sqlite3_step(s) == SQLITE_ROW)
