@@ -6,6 +6,7 @@ BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 PKG_CONFIG ?= pkg-config
 
 CFLAGS ?= -O2 -g
@@ -156,7 +157,8 @@ fuzz: need
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
-	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+	    $(DESTDIR)$(FISHCOMPDIR)
 	cp $(BINS) $(DESTDIR)$(BINDIR)/
 	cp man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	-cp man/*.5 $(DESTDIR)$(MANDIR)/man5/ 2>/dev/null
@@ -165,10 +167,14 @@ install: all
 	for p in $(PROGS); do [ $$p = mq-send ] || \
 	    ln -sf mq-send $(DESTDIR)$(BASHCOMPDIR)/$$p; done
 	cp completions/_mq $(DESTDIR)$(ZSHCOMPDIR)/_mq
+	cp completions/mq.fish $(DESTDIR)$(FISHCOMPDIR)/mq-send.fish
+	for p in $(PROGS); do [ $$p = mq-send ] || \
+	    ln -sf mq-send.fish $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; done
 
 uninstall:
 	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p \
-	    $(DESTDIR)$(MANDIR)/man1/$$p.1 $(DESTDIR)$(BASHCOMPDIR)/$$p; done
+	    $(DESTDIR)$(MANDIR)/man1/$$p.1 $(DESTDIR)$(BASHCOMPDIR)/$$p \
+	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; done
 	rm -f $(DESTDIR)$(ZSHCOMPDIR)/_mq $(DESTDIR)$(MANDIR)/man7/mq.7 \
 	    $(DESTDIR)$(MANDIR)/man5/mq.5
 

@@ -68,8 +68,9 @@ purge_topic(struct mq *q, const char *name)
 	p.group = group;
 	rc = mq_purge(q, name, &p);
 	if (rc == MQ_E_HELD) {
-		mq_warn("%s: would delete %lld messages that not every group "
-		    "has settled; use --force", name, (long long)p.held);
+		mq_warn("%s: would delete %lld %s that not every group has "
+		    "settled; use --force", name, (long long)p.held,
+		    mq_plural(p.held, "message", "messages"));
 		status = MQ_EX_NONE;
 		return;
 	}
@@ -88,10 +89,12 @@ purge_topic(struct mq *q, const char *name)
 		fputc('\n', stderr);
 	if (!quiet && (p.deleted || p.dropped)) {
 		mq_human_size(p.bytes, buf, sizeof buf);
-		printf("%s: %s %lld messages (%s)", name,
-		    dry ? "would delete" : "deleted", (long long)p.deleted, buf);
+		printf("%s: %s %lld %s (%s)", name, dry ? "would delete" :
+		    "deleted", (long long)p.deleted,
+		    mq_plural(p.deleted, "message", "messages"), buf);
 		if (dead)
-			printf(", %lld dead letters", (long long)p.dropped);
+			printf(", %lld %s", (long long)p.dropped,
+			    mq_plural(p.dropped, "dead letter", "dead letters"));
 		putchar('\n');
 	}
 }

@@ -14,6 +14,7 @@
 #include "mq.h"
 
 #define CHUNK	512
+#define OFFSET(s)	mq_num_arg(s, 1, INT64_MAX, "offset")
 
 enum { READ, MOVE, DEAD, TRACE };
 
@@ -112,6 +113,7 @@ move(struct mq *q, const char *name)
 {
 	struct mq_move m;
 	struct mq_moved r;
+	const char *w = dry ? "would be " : "";
 
 	memset(&m, 0, sizeof m);
 	m.dry = dry;
@@ -135,10 +137,13 @@ move(struct mq *q, const char *name)
 		    (long long)r.to);
 		return 0;
 	}
-	printf("%s/%s: position %lld -> %lld: %lld messages come again, "
-	    "%lld skipped, %lld unsettled deliveries dropped%s\n", name, group,
-	    (long long)r.from, (long long)r.to, (long long)r.again,
-	    (long long)r.skipped, (long long)r.dropped, dry ? " (dry run)" : "");
+	printf("%s/%s: %sposition %lld -> %lld: %lld %s %s again, %lld %sskipped, "
+	    "%lld unsettled %s %sdropped\n", name, group, dry ? "would move " :
+	    "", (long long)r.from, (long long)r.to, (long long)r.again,
+	    mq_plural(r.again, "message", "messages"), dry ? "would come" :
+	    mq_plural(r.again, "comes", "come"), (long long)r.skipped, w,
+	    (long long)r.dropped, mq_plural(r.dropped, "delivery",
+	    "deliveries"), w);
 	return 0;
 }
 
@@ -158,8 +163,9 @@ redrive(struct mq *q, const char *name)
 			status = MQ_EX_NONE;
 		}
 	free(found);
-	printf("%s/%s: %lld dead letters redriven%s\n", name, group,
-	    (long long)n, dry ? " (dry run)" : "");
+	printf("%s/%s: %s%lld %s%s\n", name, group, dry ? "would redrive " : "",
+	    (long long)n, mq_plural(n, "dead letter", "dead letters"),
+	    dry ? "" : " redriven");
 	return n ? status : MQ_EX_NONE;
 }
 
@@ -224,10 +230,8 @@ main(int argc, char *argv[])
 		case 'n': limit = (long)mq_num_arg(optarg, 0, 1000000000,
 			      "count");
 			  break;
-		case 'F': from = mq_num_arg(optarg, 1, INT64_MAX, "offset");
-			  moves++;
-			  break;
-		case 'T': to = mq_num_arg(optarg, 1, INT64_MAX, "offset"); break;
+		case 'F': from = OFFSET(optarg); moves++; break;
+		case 'T': to = OFFSET(optarg); break;
 		case 'S': since = mq_time_arg(optarg, "time"); moves++; break;
 		case 'U': until = mq_time_arg(optarg, "time"); break;
 		case 'J': o.mode = MQ_OUT_JSON; break;
@@ -247,13 +251,10 @@ main(int argc, char *argv[])
 		case 'D': mode = DEAD; break;
 		case 'O':
 			offsets = mq_array(offsets, noffsets + 1, sizeof *offsets);
-			offsets[noffsets++] = mq_num_arg(optarg, 1, INT64_MAX,
-			    "offset");
+			offsets[noffsets++] = OFFSET(optarg);
 			break;
 		case 'N': dry = 1; break;
-		case 't': trace_off = mq_num_arg(optarg, 1, INT64_MAX, "offset");
-			  mode = TRACE;
-			  break;
+		case 't': trace_off = OFFSET(optarg); mode = TRACE; break;
 		case 'h': mq_help();
 		case 'V': mq_version(); break;
 		default: mq_usage();

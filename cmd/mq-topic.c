@@ -117,12 +117,14 @@ show(struct mq *q, const char *name)
 }
 
 static void
-held(int rc, const char *what, const struct mq_held *h)
+deleted(int rc, const char *topic, const char *group, const struct mq_held *h)
 {
+	if (!force || (rc != MQ_E_NOTOPIC && rc != MQ_E_NOGROUP)) /* rm -f */
+		mq_check(rc, topic, group);
 	if (rc == MQ_E_HELD)
 		mq_die(MQ_EX_NONE, "not deleting %s: group %s has %lld "
-		    "unsettled messages (use --force)", what, h->group,
-		    (long long)h->n);
+		    "unsettled messages (use --force)", group ? "group" : topic,
+		    h->group, (long long)h->n);
 }
 
 static int
@@ -267,8 +269,7 @@ main(int argc, char *argv[])
 		mq_name_arg(argv[1], "topic");
 		q = mq_open(dbpath, MQ_UPDATE);
 		c = mq_topic_delete(q, argv[1], force, &h);
-		mq_check(c, argv[1], NULL);
-		held(c, argv[1], &h);
+		deleted(c, argv[1], NULL, &h);
 	} else if (!strcmp(cmd, "group")) {
 		status = group(&q, argc, argv);
 	} else if (!strcmp(cmd, "group-delete")) {
@@ -277,9 +278,8 @@ main(int argc, char *argv[])
 		mq_name_arg(argv[1], "topic");
 		mq_name_arg(argv[2], "group");
 		q = mq_open(dbpath, MQ_UPDATE);
-		c = mq_group_delete(q, argv[1], argv[2], force, &h);
-		mq_check(c, argv[1], argv[2]);
-		held(c, "group", &h);
+		deleted(mq_group_delete(q, argv[1], argv[2], force, &h), argv[1],
+		    argv[2], &h);
 	} else {
 		mq_usage_err("unknown command '%s': want create, list, "
 		    "show, set, delete, group or group-delete", cmd);

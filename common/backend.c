@@ -12,21 +12,45 @@
 
 #include "backend.h"
 
+/* The XDG path of the default database, or NULL without a HOME. */
+static const char *
+xdg_path(void)
+{
+	static char buf[PATH_MAX];
+	const char *env;
+
+	if ((env = getenv("XDG_DATA_HOME")) && *env)
+		snprintf(buf, sizeof buf, "%s/mq/mq.db", env);
+	else if ((env = getenv("HOME")) && *env)
+		snprintf(buf, sizeof buf, "%s/.local/share/mq/mq.db", env);
+	else
+		return NULL;
+	return buf;
+}
+
 const char *
 mq_default_path(void)
 {
-	static char buf[PATH_MAX];
-	const char *env, *home;
+	const char *env, *p;
 
 	if ((env = getenv("MQ_DB")) && *env)
 		return env;
-	if ((env = getenv("XDG_DATA_HOME")) && *env)
-		snprintf(buf, sizeof buf, "%s/mq/mq.db", env);
-	else if ((home = getenv("HOME")) && *home)
-		snprintf(buf, sizeof buf, "%s/.local/share/mq/mq.db", home);
-	else
+	if (!(p = xdg_path()))
 		mq_die(MQ_EX_USAGE, "no database: set MQ_DB or HOME, or use -d");
-	return buf;
+	return p;
+}
+
+/*
+ * Whether path is the default database under XDG_DATA_HOME or HOME: its
+ * directories are made mode 0700 (the XDG rule), for messages may hold
+ * secrets and nobody else has a reason to read them.
+ */
+int
+mq_is_private(const char *path)
+{
+	const char *p = xdg_path();
+
+	return p && !strcmp(p, path);
 }
 
 /*

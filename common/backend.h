@@ -116,5 +116,6 @@ struct mq *mq_sqlite_open(const char *path, int mode);
 struct mq *mq_pg_open(const char *conn, int mode);
 int	 mq_pg_schema_version(void);
 int	 mq_is_pg(const char *path);
+int	 mq_is_private(const char *path);
 
 #endif

@@ -484,6 +484,7 @@ void	 mq_table_free(struct mq_table *);
 void	 mq_human_count(int64_t n, char *buf, size_t len);
 void	 mq_human_age(int64_t ms, char *buf, size_t len);
 void	 mq_human_size(int64_t bytes, char *buf, size_t len);
+const char *mq_plural(int64_t n, const char *one, const char *many);
 int	 mq_want_colour(FILE *);
 
 /* lag.c: what mq-lag reports, in its machine forms */

@@ -106,8 +106,10 @@ mq_format_duration(int64_t ms, char *buf, size_t len)
 
 /*
  * ISO 8601 ("2026-11-21T10:00:00Z", "2026-11-21 10:00:00.250+01:00",
- * "2026-11-21", local time without a zone), "@EPOCH" (seconds), or a
- * duration meaning that long before now.
+ * "2026-11-21", local time without a zone), "@EPOCH" (seconds), a
+ * duration meaning that long before now, or a word: "now", "today" and
+ * "yesterday" (00:00 local time of that day; mktime() finds it across a
+ * change of daylight saving time).
  */
 int
 mq_parse_time(const char *s, int64_t now, int64_t *ms)
@@ -123,6 +125,22 @@ mq_parse_time(const char *s, int64_t now, int64_t *ms)
 	size_t i;
 	int zone = 0, ndig;
 
+	if (!strcmp(s, "now")) {
+		*ms = now;
+		return 0;
+	}
+	if (!strcmp(s, "today") || !strcmp(s, "yesterday")) {
+		t = (time_t)(now / 1000);
+		if (!localtime_r(&t, &tm))
+			return -1;
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		tm.tm_mday -= *s == 'y';
+		tm.tm_isdst = -1;
+		if ((t = mktime(&tm)) == (time_t)-1)
+			return -1;
+		*ms = (int64_t)t * 1000;
+		return 0;
+	}
 	if (*s == '@') {
 		s++;
 		if (digits(&s, &v) < 0 || *s || v > INT64_MAX / 1000)
@@ -232,7 +250,8 @@ mq_time_arg(const char *s, const char *what)
 
 	if (mq_parse_time(s, mq_now(), &ms) < 0)
 		mq_die(MQ_EX_DATAERR, "invalid %s '%s': want ISO 8601 "
-		    "(2026-11-21T10:00:00Z), @EPOCH or a duration ago", what, s);
+		    "(2026-11-21T10:00:00Z), @EPOCH, a duration ago, now, today "
+		    "or yesterday", what, s);
 	return ms;
 }
 

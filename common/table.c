@@ -143,6 +143,13 @@ mq_human_size(int64_t bytes, char *buf, size_t len)
 	    HN_DECIMAL | HN_NOSPACE);
 }
 
+/* "1 message", "2 messages": the word for n. */
+const char *
+mq_plural(int64_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
 int
 mq_want_colour(FILE *f)
 {

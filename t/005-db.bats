@@ -72,6 +72,29 @@ one_line_error() {
 	assert_output hello
 }
 
+@test "the default database's new directories are mode 0700, others follow the umask" {
+	sqlite_only "a PostgreSQL database has no file or directory"
+	unset MQ_DB XDG_DATA_HOME
+	export HOME="$BATS_TEST_TMPDIR/home"
+	mkdir "$HOME"
+	umask 022
+	run -0 mq-send t hello
+	for d in .local .local/share .local/share/mq; do
+		assert_equal "$(stat -c %a "$HOME/$d")" 700
+	done
+	run -0 mq-send -d "$BATS_TEST_TMPDIR/other/q.db" t hello
+	assert_equal "$(stat -c %a "$BATS_TEST_TMPDIR/other")" 755
+}
+
+@test "a new database is 0666 less the umask, and its files follow it" {
+	sqlite_only "a PostgreSQL database has no file"
+	umask 002
+	run -0 mq-send -d "$BATS_TEST_TMPDIR/g.db" t hello
+	for f in g.db g.db-wal g.db-shm g.db-mq; do
+		assert_equal "$(stat -c %a "$BATS_TEST_TMPDIR/$f")" 664
+	done
+}
+
 @test "default database follows \$XDG_DATA_HOME" {
 	unset MQ_DB
 	export HOME="$BATS_TEST_TMPDIR/home" XDG_DATA_HOME="$BATS_TEST_TMPDIR/xdg/data"

@@ -301,6 +301,17 @@ producer() {
 	no_db
 }
 
+@test "--at now delivers at once; --at today and yesterday are in the past" {
+	run -0 mq-send --at now t a
+	assert_output 1
+	mq-send -q --at today t b
+	mq-send -q --at yesterday t c
+	run -0 mq-recv -A -n 0 t
+	assert_output $'a\nb\nc'
+	run -65 --separate-stderr mq-send --at noon t d
+	one_line_error 65
+}
+
 @test "--delay and --at exclude each other (64); -0/--whole take no arguments" {
 	run -64 --separate-stderr mq-send --delay 1s --at @2000000000 t x
 	one_line_error 64

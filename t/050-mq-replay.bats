@@ -167,9 +167,9 @@ send10() {
 	run -1 mq-replay --since "@$T" --to-offset 1 t
 	assert_output ''
 	# a malformed time is bad data
-	run --separate-stderr -65 mq-replay --since yesterday t
+	run --separate-stderr -65 mq-replay --since tomorrow t
 	one_error mq-replay
-	[[ $stderr == *yesterday* ]]
+	[[ $stderr == *tomorrow* ]]
 	[ -z "$output" ]
 }
 
@@ -260,6 +260,34 @@ send10() {
 	assert_output ''
 }
 
+@test "--since and --until take now, today and yesterday (00:00 local time)" {
+	export TZ=Asia/Kolkata	# local midnight is not UTC's
+	y0=$(date -d 'yesterday 00:00' +%s)
+	t0=$(date -d 'today 00:00' +%s)
+	mq-send -q t y-1ms y t-1ms t
+	# times never decrease along offsets: just before and at each midnight
+	ts="CASE off WHEN 1 THEN $((y0 * 1000 - 1)) WHEN 2 THEN $((y0 * 1000))
+	    WHEN 3 THEN $((t0 * 1000 - 1)) ELSE $((t0 * 1000)) END"
+	sql "UPDATE msg SET ts = $ts, due = $ts"
+	mq-send -q t now
+	run -0 mq-replay --since today t
+	assert_output "$(printf '4\tt\n5\tnow')"
+	run -0 mq-replay --until today t
+	assert_output "$(printf '1\ty-1ms\n2\ty\n3\tt-1ms\n4\tt')"
+	run -0 mq-replay --since yesterday --until today --format '%o ' t
+	assert_output '2 3 4 '
+	run -0 mq-replay --until yesterday t
+	assert_output "$(printf '1\ty-1ms\n2\ty')"
+	run -1 mq-replay --since now t
+	assert_output ''
+	run -0 mq-replay --since today --until now --format '%o ' t
+	assert_output '4 5 '
+	[ "$(date -d 'today 00:00' +%s)" = "$t0" ] ||
+	    skip "midnight passed during the test"
+	run -65 --separate-stderr mq-replay --since noon t
+	one_error mq-replay
+}
+
 @test "-f prints what is there, then messages sent after it started, until SIGTERM" {
 	mq-send -q t old
 	bg f.out mq-replay -f t
@@ -345,20 +373,25 @@ send10() {
 	recv_ack g
 	mq-topic group t h >/dev/null
 	run -0 mq-replay -g g --from-offset 4 t --dry-run
-	dry=$output
-	[[ $dry == *"11 -> 4"* && $dry == *"7 messages"* && $dry == *dry* ]]
+	assert_output 't/g: would move position 11 -> 4: 7 messages would come again, 0 would be skipped, 0 unsettled deliveries would be dropped'
 	before=$(state)
 	for move in "-g g --from-offset 4" "-g g --earliest" "-g g --shift -3" \
 	    "-g g --since 1h" "-g h --latest" "-g h --shift 5"; do
 		read -ra args <<<"$move"
 		run -0 mq-replay --dry-run "${args[@]}" t
-		[[ $output == *"->"* && $output == *dry* ]]
+		[[ $output == "t/"?": would move position "*" -> "*" would come again, "*" would be skipped, "*" would be dropped" ]]
 		[ "$(state)" = "$before" ]
 	done
 	run -1 mq-recv -g g t
-	# the real move prints what the dry run said
+	# the real move does what the dry run said, and says it did
 	run -0 mq-replay -g g --from-offset 4 t
-	[ "$output (dry run)" = "$dry" ]
+	assert_output 't/g: position 11 -> 4: 7 messages come again, 0 skipped, 0 unsettled deliveries dropped'
+	# one message, one delivery: no plural
+	mq-recv -g g --format '%o' t >/dev/null
+	run -0 mq-replay -g g --dry-run --shift -1 t
+	assert_output 't/g: would move position 5 -> 4: 1 message would come again, 0 would be skipped, 1 unsettled delivery would be dropped'
+	run -0 mq-replay -g g --shift -1 t
+	assert_output 't/g: position 5 -> 4: 1 message comes again, 0 skipped, 1 unsettled delivery dropped'
 }
 
 @test "--shift -3 moves back three; --earliest to the start" {
@@ -458,7 +491,7 @@ send10() {
 	recv_ack g
 	run -1 mq-recv -g g t
 	run -0 mq-replay -g g --since "@$T" t
-	[[ $output == *"3 -> 2"* && $output == *"1 messages"* ]]
+	[[ $output == *"3 -> 2"* && $output == *"1 message comes again"* ]]
 	run -0 mq-recv -g g -n 0 --format '%o %b\n' t
 	assert_output '2 late'
 	run -0 mq-replay -g g --since 1h t
@@ -517,21 +550,21 @@ send10() {
 	# --dry-run counts and changes nothing
 	before=$(state)
 	run -0 mq-replay -g g --dead --dry-run t
-	[[ $output == *"3 dead letters"* && $output == *dry* ]]
+	assert_output 't/g: would redrive 3 dead letters'
 	run -0 mq-replay -g g --dead --offset 2 --dry-run t
-	[[ $output == *"1 dead letters"* ]]
+	assert_output 't/g: would redrive 1 dead letter'
 	[ "$(state)" = "$before" ]
 	run -1 mq-recv -g g t
 
 	# --offset N: only that one
 	run -0 mq-replay -g g --dead --offset 2 t
-	[[ $output == *"1 dead letters"* ]]
+	assert_output 't/g: 1 dead letter redriven'
 	run -0 mq-recv -g g -n 0 --format '%o %a %b\n' t
 	assert_output '2 1 b'
 
 	# the rest
 	run -0 mq-replay -g g --dead t
-	[[ $output == *"2 dead letters"* ]]
+	assert_output 't/g: 2 dead letters redriven'
 	run -0 mq-recv -g g -n 0 --format '%o %a %b\n' t
 	assert_output "$(printf '1 1 a\n3 1 c')"
 	# h's dead letter stayed dead
@@ -540,7 +573,7 @@ send10() {
 
 	# nothing left to redrive: 1
 	run -1 mq-replay -g g --dead t
-	[[ $output == *"0 dead letters"* ]]
+	assert_output 't/g: 0 dead letters redriven'
 	run --separate-stderr -1 mq-replay -g h --dead --offset 3 t
 	one_error mq-replay
 }
@@ -554,7 +587,7 @@ send10() {
 	done
 	[ "$(sql 'SELECT state, attempt FROM delivery')" = '2|2' ]
 	run -0 mq-replay -g g --dead t
-	[[ $output == *"1 dead letters"* ]]
+	assert_output "t/g: 1 dead letter redriven"
 	run -0 mq-recv -g g --format '%a %r' t
 	read -r a r <<<"$output"
 	[ "$a" = 1 ]

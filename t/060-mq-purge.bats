@@ -109,6 +109,12 @@ send10() {
 	run -0 mq-purge t
 	[ "$output" = "${dry/would delete/deleted}" ]
 	[ "$(count msg)" = 5 ]
+	# one message: no plural
+	recv_ack b 1
+	run -0 mq-purge --dry-run t
+	[[ $output == "t: would delete 1 message ("* ]]
+	run -0 mq-purge t
+	[[ $output == "t: deleted 1 message ("* ]]
 }
 
 @test "-q deletes without a word" {
@@ -206,11 +212,11 @@ send10() {
 	# without --dead the dead letters keep their messages (3, settled
 	# by both, goes)
 	run -0 mq-purge t
-	[[ $output == "t: deleted 1 messages"* ]]
+	[[ $output == "t: deleted 1 message ("* ]]
 	[ "$(stored)" = "1 2" ]
 
 	run -0 mq-purge --dead -g h t
-	[[ $output == *"1 dead letters"* ]]
+	[[ $output == *", 1 dead letter" ]]
 	[ "$(sql "SELECT g.name || d.off FROM delivery d JOIN grp g ON g.id = d.grp ORDER BY 1" | xargs)" = "g1 g2" ]
 	[ "$(stored)" = "1 2" ]	# g still has them
 

@@ -309,6 +309,35 @@ show_line() {
 	[[ $stderr == *frobnicate* ]]
 }
 
+@test "delete --force and group-delete --force of what is already gone exit 0, as rm -f; without --force 66" {
+	run --separate-stderr -66 mq-topic delete --force t
+	one_error mq-topic	# no database: it names the wrong place
+	no_db
+	mq-send -q t a
+	mq-topic group t g >/dev/null
+	run --separate-stderr -66 mq-topic delete gone
+	one_error mq-topic
+	[[ $stderr == *gone* ]]
+	run --separate-stderr -0 mq-topic delete --force gone
+	assert_output ''
+	assert_equal "$stderr" ''
+	run --separate-stderr -66 mq-topic group-delete t nope
+	one_error mq-topic
+	run --separate-stderr -0 mq-topic group-delete --force t nope
+	assert_equal "$stderr" ''
+	run --separate-stderr -66 mq-topic group-delete gone g
+	one_error mq-topic
+	run -0 mq-topic -f group-delete gone g
+	assert_output ''
+	# what is there is still deleted, and then it is gone
+	run -0 mq-topic group-delete --force t g
+	run -0 mq-topic group-delete --force t g
+	run -0 mq-topic delete --force t
+	run -0 mq-topic delete --force t
+	run -0 mq-topic list
+	assert_output ''
+}
+
 @test "delete and group-delete count delayed messages as unsettled" {
 	mq-topic group t g >/dev/null
 	mq-send -q --delay 1h t later

@@ -310,15 +310,15 @@ pragma_int(struct sq *q, const char *sql)
 	return v;
 }
 
-/* mkdir -p for the directory of path */
+/* mkdir -p for the directory of path, the new ones with mode (less umask) */
 static void
-mkparents(const char *path)
+mkparents(const char *path, mode_t mode)
 {
 	char *p = mq_strdup(path), *s;
 
 	for (s = p + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
-		if (mkdir(p, 0777) < 0 && errno != EEXIST)
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
 			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
 			    "cannot create directory %s:", p);
 		*s = '/';
@@ -377,7 +377,9 @@ in_wal(struct sq *q)
 /*
  * Whether the file says WAL mode, asked through a connection of its own:
  * after a write of the header failed, the connection that switched can
- * believe it switched while the file did not.
+ * believe it switched while the file did not.  Another first writer may
+ * hold the lock for a moment (making the schema): wait for it, as for any
+ * writer, or the answer is a busy error read as "not WAL".
  */
 static int
 file_in_wal(struct sq *q)
@@ -388,6 +390,7 @@ file_in_wal(struct sq *q)
 
 	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READONLY |
 	    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
+	    sqlite3_busy_timeout(db, (int)q->busy_ms) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL) ==
 	    SQLITE_OK) {
 		if (sqlite3_step(s) == SQLITE_ROW)
@@ -541,12 +544,16 @@ reopen_immutable(struct sq *q)
 	configure(q);
 }
 
-/* A new file beside (or as) the database, with its mode and group. */
+/*
+ * A new file beside (or as) the database, with its mode and group; a new
+ * database 0666 less the umask, as touch(1) makes a file, so that umask
+ * 002 in a setgid directory makes one its group can write.
+ */
 static int
 make_file(const char *path, const struct stat *db)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	    db ? db->st_mode & 0666 : 0644);
+	    db ? db->st_mode & 0666 : 0666);
 
 	if (fd < 0)
 		return errno == EEXIST ? 0 : -1;	/* another made it */
@@ -702,7 +709,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		if (mode != MQ_WRITE)
 			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
 			    "no such file", path);
-		mkparents(path);
+		mkparents(path, mq_is_private(path) ? 0700 : 0777);
 	} else if (!S_ISREG(st.st_mode)) {
 		mq_die(MQ_EX_DATAERR, "cannot open database %s: not a regular "
 		    "file", path);
