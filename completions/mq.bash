@@ -98,10 +98,11 @@ _mq() {
 		    --dedup-field' ;;
 	mq-recv)
 		argopts='-d --db -g --group -j --jobs -n --count -w --wait --lease
-		    --format --from'
-		opts='-0 -A -d -f -g -h -j -n -V -w --null --auto-ack --db
+		    --format --from --timeout --max-time'
+		opts='-0 -A -d -f -g -h -j -n -v -V -w --null --auto-ack --db
 		    --follow --group --help --jobs --count --version --wait
-		    --lease --json --format --from' ;;
+		    --lease --json --format --from --timeout --max-time
+		    --empty-ok --verbose' ;;
 	mq-ack)
 		argopts='-d --db --extend --delay --reason'
 		opts='-d -h -V --db --fail --dead --extend --delay --reason
@@ -114,17 +115,20 @@ _mq() {
 		    --format --earliest --latest --shift --dead --offset
 		    --dry-run --trace --help --version' ;;
 	mq-lag)
-		argopts='-d --db --max-lag --max-age --max-dead --max-expired'
-		opts='-d -h -q -V --db --json --prometheus --topics --consumers
-		    --max-lag --max-age --max-dead --max-expired --watch --quiet
-		    --wide --help --version' ;;
+		argopts='-d --db --max-lag --max-age --max-dead --max-expired
+		    --max-silence --max-idle --state -k --key -n --from-offset
+		    --to-offset'
+		opts='-d -h -k -n -q -V --db --json --prometheus --topics
+		    --consumers --max-lag --max-age --max-dead --max-expired
+		    --max-silence --max-idle --watch --quiet --wide --messages
+		    --state --key --from-offset --to-offset --help --version' ;;
 	mq-purge)
 		argopts='-d --db -g --group --older-than --before-offset'
 		opts='-d -f -g -h -n -q -V --db --older-than --before-offset
 		    --force --dead --group --vacuum --dry-run --quiet --help
 		    --version' ;;
 	mq-topic)
-		argopts='-d --db --lease --max-attempts --backoff --from'
+		argopts='-d --db --lease --max-attempts --backoff --from --pause'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;
@@ -204,7 +208,8 @@ _mq() {
 			if [[ $cur == -* ]]; then
 				if [[ $sub == group ]]; then
 					_mq_reply '--lease --max-attempts --backoff
-					    --ordered --unordered --from'
+					    --ordered --unordered --from --pause
+					    --resume'
 				else
 					_mq_reply '--force -f'
 				fi
@@ -225,7 +230,7 @@ _mq() {
 				_mq_reply 'none'
 			elif [[ $cur != *=* && ${COMP_WORDS[COMP_CWORD]} != = &&
 			    ${COMP_WORDS[COMP_CWORD-1]} != = ]]; then
-				_mq_reply 'retention= dedup-window= max-size='
+				_mq_reply 'retention= dedup-window= max-size= paused='
 				compopt -o nospace 2>/dev/null
 			fi ;;
 		esac

@@ -121,6 +121,10 @@ complete -c mq-recv -n $r -l json -d 'print JSON lines'
 complete -c mq-recv -n $r -l lease -x -d 'lease the messages for DUR'
 complete -c mq-recv -n $r -s n -l count -x -d 'receive up to N messages (0: all ready)'
 complete -c mq-recv -n $r -s w -l wait -x -d 'wait up to DUR for a message'
+complete -c mq-recv -n $r -l timeout -x -d 'stop a command that runs longer'
+complete -c mq-recv -n $r -l max-time -x -d 'take no message after DUR'
+complete -c mq-recv -n $r -l empty-ok -d 'exit 0, not 1, when nothing came'
+complete -c mq-recv -n $r -s v -l verbose -d 'a line per message a command settled'
 
 # mq-ack [RECEIPT...]: receipts are not completed
 complete -c mq-ack -l dead -d 'make the messages dead letters now'
@@ -152,7 +156,7 @@ complete -c mq-replay -l trace -x -d 'trace the message at OFFSET'
 complete -c mq-replay -l until -x -a "$times" -d 'read up to the last message sent at TIME'
 
 # mq-lag [TOPIC [GROUP]]
-set -l a -d --db -k --key -n --from-offset --to-offset --state --max-lag --max-age --max-dead --max-expired
+set -l a -d --db -k --key -n --from-offset --to-offset --state --max-lag --max-age --max-dead --max-expired --max-silence --max-idle
 complete -c mq-lag -n "__mq_nop 0 $a" -a '(__mq_topics)' -d topic
 complete -c mq-lag -n "__mq_nop 1 $a" -a "(__mq_groups (__mq_operands $a)[1])" -d group
 complete -c mq-lag -l consumers -d 'list the registered consumers'
@@ -163,6 +167,9 @@ complete -c mq-lag -l max-age -x -d "limit the oldest message's age"
 complete -c mq-lag -l max-dead -x -d 'limit the dead letters'
 complete -c mq-lag -l max-expired -x -d 'limit the expired leases'
 complete -c mq-lag -l max-lag -x -d 'limit the lag'
+complete -c mq-lag -l max-silence -x -d 'limit the time since the last send'
+complete -c mq-lag -l max-idle -x -d 'limit the time a backlog goes unsettled'
+complete -c mq-lag -l wide -d 'every column, even if all 0'
 complete -c mq-lag -l messages -d "list a group's messages by state"
 complete -c mq-lag -s n -x -d 'at most N --messages'
 complete -c mq-lag -l prometheus -d 'print Prometheus metrics'
@@ -197,7 +204,7 @@ complete -c mq-topic -n $sub -a group-delete -d 'delete a consumer group'
 set -l is "__fish_seen_subcommand_from"
 complete -c mq-topic -n "$is show set delete group group-delete; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
 complete -c mq-topic -n "$is group group-delete; and __mq_nop 2 $a" -a "(__mq_groups (__mq_operands $a)[2])" -d group
-complete -c mq-topic -n "$is create set; and not __mq_nop 1 $a" -a 'retention= dedup-window= max-size=' -d setting
+complete -c mq-topic -n "$is create set; and not __mq_nop 1 $a" -a 'retention= dedup-window= max-size= paused=' -d setting
 complete -c mq-topic -s f -l force -d 'delete even what groups have not settled'
 complete -c mq-topic -n "$is group" -l lease -x -d 'lease deliveries for DUR (30s)'
 complete -c mq-topic -n "$is group" -l max-attempts -x -d 'dead letter after N deliveries'
@@ -205,3 +212,5 @@ complete -c mq-topic -n "$is group" -l backoff -x -d 'waits before each retry'
 complete -c mq-topic -n "$is group" -l ordered -d 'one at a time per key'
 complete -c mq-topic -n "$is group" -l unordered -d 'in parallel whatever the key'
 complete -c mq-topic -n "$is group" -l from -x -a 'earliest latest' -d 'where a new group starts'
+complete -c mq-topic -n "$is group" -l pause -x -a forever -d 'hand nothing out until then'
+complete -c mq-topic -n "$is group" -l resume -d 'hand out again, at once'
