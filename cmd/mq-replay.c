@@ -156,7 +156,7 @@ redrive(struct mq *q, const char *name)
 
 	mq_check(mq_redrive(q, name, group, offsets, found, noffsets, dry, &n),
 	    name, group);
-	for (i = 0; i < noffsets && !dry; i++)
+	for (i = 0; i < noffsets; i++)	/* a dry run warns as the real one */
 		if (!found[i]) {
 			mq_warn("offset %lld is not a dead letter of %s/%s",
 			    (long long)offsets[i], name, group);

@@ -553,6 +553,10 @@ send10() {
 	assert_output 't/g: would redrive 3 dead letters'
 	run -0 mq-replay -g g --dead --offset 2 --dry-run t
 	assert_output 't/g: would redrive 1 dead letter'
+	# it warns and fails as the real run would
+	run -1 --separate-stderr mq-replay -g g --dead --offset 2 --offset 9 --dry-run t
+	assert_output 't/g: would redrive 1 dead letter'
+	assert_equal "$stderr" "mq-replay: offset 9 is not a dead letter of t/g"
 	[ "$(state)" = "$before" ]
 	run -1 mq-recv -g g t
 
