@@ -18,6 +18,14 @@ _mq_db() {
 		-d?*) _mq_dbargs=(-d "${w#-d}") ;;
 		esac
 	done
+	# as the shell will read it: quotes and backslashes undone
+	w=${_mq_dbargs[1]}
+	case $w in
+	\'*\') w=${w:1:${#w}-2} ;;
+	\"*\") w=${w:1:${#w}-2}; w=${w//\\\"/\"} ;;
+	*) w=$(printf '%s' "$w" | sed 's/\\\(.\)/\1/g') ;;
+	esac
+	[[ ${#_mq_dbargs[@]} -gt 1 ]] && _mq_dbargs[1]=$w
 	if [[ ${_mq_dbargs[1]} == "~/"* ]]; then
 		_mq_dbargs[1]=$HOME/${_mq_dbargs[1]#"~/"}
 	fi
@@ -182,6 +190,21 @@ _mq() {
 		return ;;
 	--from)
 		_mq_reply 'earliest latest'
+		return ;;
+	--max-lag|--max-age|--max-dead|--max-expired|--max-idle)
+		# [[TOPIC/]GROUP=]: the groups, and each as TOPIC/GROUP
+		local t g tg=
+		for t in $(_mq_topics); do
+			for g in $(_mq_groups "$t"); do
+				tg="$tg $g= $t/$g="
+			done
+		done
+		_mq_reply "$tg"
+		compopt -o nospace 2>/dev/null
+		return ;;
+	--max-silence)
+		_mq_reply "$(_mq_topics | sed 's/$/=/')"
+		compopt -o nospace 2>/dev/null
 		return ;;
 	esac
 	[[ $argopts == *" $prev "* ]] && return
