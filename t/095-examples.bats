@@ -145,8 +145,11 @@ block() {
 		[[ $t == *\\ ]] && continue
 		bash -n <<<"$acc" 2>/dev/null || continue
 		add "$1:$start" "${acc%$'\n'}" "$pre" ''
-		# a plain assignment is also set for the rest of the block
-		if [[ $acc =~ ^[A-Za-z_][A-Za-z0-9_]*=(\$\([^\(\)]*\)|[^[:space:]]*)$'\n'$ ]]; then
+		# a plain assignment is also set for the rest of the block,
+		# but for those add skips (a crontab's PATH and MQ_DB: the
+		# test's PATH has the build, and its database is its own)
+		if [[ $acc =~ ^[A-Za-z_][A-Za-z0-9_]*=(\$\([^\(\)]*\)|[^[:space:]]*)$'\n'$ &&
+		    ! $acc =~ ^(PATH|SHELL|MAILTO|MQ_DB)= ]]; then
 			pre+=$acc
 		fi
 		acc=''
