@@ -1,6 +1,7 @@
 # bench/lib.sh: what bench/run.sh and bench/pg.sh share: clocks,
 # distributions, ratios and the figure lines with their PASS/FAIL count.
-# Sourced; needs TMP, SRC, CC, TO and die() from its caller.
+# Sourced first thing after die(); TMP, SRC, CC and TO are read when
+# its functions run.
 # shellcheck shell=sh
 
 # Nanoseconds since the epoch (GNU date; python3 where %N is missing).
@@ -106,4 +107,66 @@ fig() {
 		print (op == ">=" ? r >= t : op == "<=" ? r <= t : \
 		    op == "<" ? r < t : r > t) ? 1 : 0 }')
 	result "$1" "$2 $3 $6, $4 $5 $6, ratio $7 (target $8 $9)" "$_ok"
+}
+
+# Background processes of the running benchmark (bg_add PID), stopped by
+# stop_bg and on any exit: SIGTERM, then SIGKILL after 3s.
+BG=
+bg_add() {
+	BG="$BG $1"
+}
+stop_bg() {
+	[ -n "$BG" ] || return 0
+	# shellcheck disable=SC2086 # a list of pids
+	kill $BG 2>/dev/null || :
+	_i=0
+	while [ "$_i" -lt 30 ]; do
+		_alive=
+		for _p in $BG; do
+			kill -0 "$_p" 2>/dev/null && _alive="$_alive $_p"
+		done
+		[ -n "$_alive" ] || break
+		sleep 0.1
+		_i=$((_i + 1))
+	done
+	# shellcheck disable=SC2086
+	[ -z "$_alive" ] || kill -9 $_alive 2>/dev/null || :
+	for _p in $BG; do
+		wait "$_p" 2>/dev/null || :
+	done
+	BG=
+}
+
+# gen N: N lines of 100 bytes (90 letters, the line number in 10 digits).
+gen() {
+	awk -v n="$1" 'BEGIN {
+		pad = "abcdefghijklmnopqrstuvwxyz0123456789"
+		pad = pad pad pad
+		pad = substr(pad, 1, 90)
+		for (i = 1; i <= n; i++)
+			printf "%s%010d\n", pad, i
+	}'
+}
+
+# lines N: the name of a file of gen N, written once.
+lines() {
+	_f=$TMP/lines.$1
+	[ -f "$_f" ] || gen "$1" >"$_f" || die "cannot write $_f"
+	echo "$_f"
+}
+
+# wait_gone PID SECONDS: until PID has exited (it is a child: reaped).
+wait_gone() {
+	_w=0
+	while kill -0 "$1" 2>/dev/null; do
+		_w=$((_w + 1))
+		[ "$_w" -lt $(($2 * 20)) ] || return 1
+		sleep 0.05
+	done
+	wait "$1" 2>/dev/null || :
+}
+
+# p50 FILE, p99 FILE: the percentile, in us.
+p50() {
+	dist "$1" | awk '{ print $2 }'
 }

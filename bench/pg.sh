@@ -87,11 +87,14 @@ die() {
 	exit 1
 }
 
+SRC=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$SRC/lib.sh"
+
 [ $# -ge 1 ] || die "usage: sh bench/pg.sh BUILD_DIR [$(echo "$BENCHES" | tr ' ' '|') ...]"
 B=$1
 shift
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-SRC=$(cd "$(dirname "$0")" && pwd)
 [ -x "$B/mq-send" ] || die "no mq-send in $B: build first (make B=$B)"
 for b in "$@"; do
 	case " $BENCHES " in
@@ -123,33 +126,6 @@ fi || {
 command -v psql >/dev/null || die "no psql (t/pgcluster.sh needs it)"
 pkg-config --exists libpq || die "pkg-config finds no libpq: cannot build bench/rawpg.c"
 
-# Background processes of the running benchmark (bg_add PID), stopped by
-# stop_bg and on any exit: SIGTERM, then SIGKILL after 3s.
-BG=
-bg_add() {
-	BG="$BG $1"
-}
-stop_bg() {
-	[ -n "$BG" ] || return 0
-	# shellcheck disable=SC2086 # a list of pids
-	kill $BG 2>/dev/null || :
-	_i=0
-	while [ "$_i" -lt 30 ]; do
-		_alive=
-		for _p in $BG; do
-			kill -0 "$_p" 2>/dev/null && _alive="$_alive $_p"
-		done
-		[ -n "$_alive" ] || break
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	# shellcheck disable=SC2086
-	[ -z "$_alive" ] || kill -9 $_alive 2>/dev/null || :
-	for _p in $BG; do
-		wait "$_p" 2>/dev/null || :
-	done
-	BG=
-}
 TMP=
 PGDIR=
 cleanup() {
@@ -198,8 +174,6 @@ export MQ_DB
 unset MQ_SYNC MQ_PG_TRIPS	# durable defaults; no counts on stderr
 fresh rawb
 
-# shellcheck source=bench/lib.sh
-. "$SRC/lib.sh"
 BROKEN=0
 
 # rawpg, linked with libpq, is built (each run) into BUILD_DIR/bench/.
@@ -213,9 +187,6 @@ rawpg() {
 	bounded "$RAWPG" "$@" || die "rawpg $1 failed"
 }
 
-p50() {
-	dist "$1" | awk '{ print $2 }'
-}
 
 # status ST: an exit status in words.
 status() {
@@ -236,23 +207,7 @@ broken() {
 	result "$1" "not measured: $2" 0
 }
 
-# gen N: N lines of 100 bytes (90 letters, the line number in 10 digits).
-gen() {
-	awk -v n="$1" 'BEGIN {
-		pad = "abcdefghijklmnopqrstuvwxyz0123456789"
-		pad = pad pad pad
-		pad = substr(pad, 1, 90)
-		for (i = 1; i <= n; i++)
-			printf "%s%010d\n", pad, i
-	}'
-}
 
-# lines N: the name of a file of gen N, written once.
-lines() {
-	_f=$TMP/lines.$1
-	[ -f "$_f" ] || gen "$1" >"$_f" || die "cannot write $_f"
-	echo "$_f"
-}
 
 # stored TOPIC: "COUNT DISTINCT MIN MAX" of the offsets stored in mq's
 # msg table for TOPIC, read by the superuser (a check of what mq-send
@@ -298,16 +253,6 @@ wait_consumers() {
 	done
 }
 
-# wait_gone PID SECONDS: until PID has exited (it is a child: reaped).
-wait_gone() {
-	_w=0
-	while kill -0 "$1" 2>/dev/null; do
-		_w=$((_w + 1))
-		[ "$_w" -lt $(($2 * 20)) ] || return 1
-		sleep 0.05
-	done
-	wait "$1" 2>/dev/null || :
-}
 
 # send: mq-send -q t < lines against rawpg send.
 bench_send() {

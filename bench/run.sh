@@ -118,11 +118,14 @@ die() {
 	exit 1
 }
 
+SRC=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$SRC/lib.sh"
+
 [ $# -ge 1 ] || die "usage: sh bench/run.sh BUILD_DIR [$(echo "$BENCHES" | tr ' ' '|') ...]"
 B=$1
 shift
 case $B in /*) ;; *) B=$(pwd)/$B ;; esac
-SRC=$(cd "$(dirname "$0")" && pwd)
 [ -x "$B/mq-send" ] || die "no mq-send in $B: build first (make B=$B)"
 for b in "$@"; do
 	case " $BENCHES " in
@@ -141,33 +144,6 @@ done
 [ "$LAG_N" -ge 10000 ] || die "invalid BENCH_LAG_N '$LAG_N': at least 10000"
 [ "$LAT_N" -ge 2 ] || die "invalid BENCH_LAT_N '$LAT_N': at least 2"
 
-# Background processes of the running benchmark (bg_add PID), stopped by
-# stop_bg and on any exit: SIGTERM, then SIGKILL after 3s.
-BG=
-bg_add() {
-	BG="$BG $1"
-}
-stop_bg() {
-	[ -n "$BG" ] || return 0
-	# shellcheck disable=SC2086 # a list of pids
-	kill $BG 2>/dev/null || :
-	_i=0
-	while [ "$_i" -lt 30 ]; do
-		_alive=
-		for _p in $BG; do
-			kill -0 "$_p" 2>/dev/null && _alive="$_alive $_p"
-		done
-		[ -n "$_alive" ] || break
-		sleep 0.1
-		_i=$((_i + 1))
-	done
-	# shellcheck disable=SC2086
-	[ -z "$_alive" ] || kill -9 $_alive 2>/dev/null || :
-	for _p in $BG; do
-		wait "$_p" 2>/dev/null || :
-	done
-	BG=
-}
 TMP=
 cleanup() {
 	stop_bg
@@ -184,8 +160,6 @@ mkdir "$TMP/db" "$TMP/bin" || die "cannot populate $TMP"
 MQ_DB=$TMP/db/default.db
 export MQ_DB
 
-# shellcheck source=bench/lib.sh
-. "$SRC/lib.sh"
 
 # sqlhelper NAME ...: helper, linked with SQLite.
 sqlhelper() {
@@ -198,23 +172,7 @@ sqlhelper() {
 	done
 }
 
-# gen N: N lines of 100 bytes (90 letters, the line number in 10 digits).
-gen() {
-	awk -v n="$1" 'BEGIN {
-		pad = "abcdefghijklmnopqrstuvwxyz0123456789"
-		pad = pad pad pad
-		pad = substr(pad, 1, 90)
-		for (i = 1; i <= n; i++)
-			printf "%s%010d\n", pad, i
-	}'
-}
 
-# lines N: the name of a file of gen N, written once.
-lines() {
-	_f=$TMP/lines.$1
-	[ -f "$_f" ] || gen "$1" >"$_f" || die "cannot write $_f"
-	echo "$_f"
-}
 
 # load DB N: a database with topic t of N 100-byte messages and group g.
 load() {
@@ -239,16 +197,6 @@ wait_consumers() {
 	done
 }
 
-# wait_gone PID SECONDS: until PID has exited (it is a child: reaped).
-wait_gone() {
-	_w=0
-	while kill -0 "$1" 2>/dev/null; do
-		_w=$((_w + 1))
-		[ "$_w" -lt $(($2 * 20)) ] || return 1
-		sleep 0.05
-	done
-	wait "$1" 2>/dev/null || :
-}
 
 # raw_commits OUT COUNT: COUNT one-message FULL commits at random 5-20 ms
 # (rawq commit), the latency of each appended to OUT in microseconds.
@@ -492,10 +440,6 @@ lat_line() {
 	    "$(us2ms "$6")"
 }
 
-# p50 FILE, p99 FILE: the percentile, in us.
-p50() {
-	dist "$1" | awk '{ print $2 }'
-}
 p99() {
 	dist "$1" | awk '{ print $4 }'
 }
