@@ -39,15 +39,18 @@ creating(struct mq *q, const struct mq_claim *c)
 	char *note = NULL;
 	size_t len = 0;
 	FILE *f;
-	int topic = mq_topic_get(q, c->topic, &t) > 0;
+	int topic, refuse = no && *no && strcmp(no, "0");
 
+	if (!refuse && !isatty(2))
+		return NULL;	/* nothing to say: no look (a script's start) */
+	topic = mq_topic_get(q, c->topic, &t) > 0;
 	if (topic && mq_group_get(q, c->topic, c->group, &g) > 0)
 		return NULL;
-	if (no && *no && strcmp(no, "0"))
+	if (refuse)
 		mq_die(MQ_EX_NOINPUT, "no such %s: %s%s%s (MQ_NO_CREATE is "
 		    "set)", topic ? "group" : "topic", c->topic, topic ? "/" :
 		    "", topic ? c->group : "");
-	if (!isatty(2) || !(f = open_memstream(&note, &len)))
+	if (!(f = open_memstream(&note, &len)))
 		return NULL;
 	if (!topic)
 		fprintf(f, "%s: created topic %s and group %s (empty)\n",
