@@ -360,7 +360,12 @@ t/h: lag 10 > 5"
 		run mq-lag -q --max-idle "$@"
 		[ "$status" -eq 1 ]
 	}
-	wait_for 15 idle 100ms
+	# h was made after g, so g may be idle a moment before h: wait for
+	# both
+	both() {
+		idle 100ms && [ "${#lines[@]}" -eq 2 ]
+	}
+	wait_for 15 both
 	assert_equal "${#lines[@]}" 2
 	assert_line --regexp '^t/g: idle [0-9.]+s > 100ms$'
 	assert_line --regexp '^t/h: idle [0-9.]+s > 100ms$'
