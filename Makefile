@@ -29,12 +29,13 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/policy.c common/backend.c common/follow.c common/exec.c \
 	common/out.c common/input.c common/table.c common/lag.c common/list.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
-	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c
+	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c \
+	common/sqlite/combine.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
 	common/pg/log.c common/pg/wait.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 PGOBJ = $(PGSRC:common/%.c=$(B)/%.o)
-HDRS = common/mq.h common/backend.h common/sqlite/sq.h
+HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
 

@@ -86,21 +86,22 @@ dedup_seen(struct sq *q, const struct mq_topic *t, const char *id,
 	return off;
 }
 
+/*
+ * In a write transaction: appends n messages, or with MQ_E_TOOBIG none
+ * (the topic may have been made: roll back).
+ */
 int
-sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
+sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
     size_t n, struct mq_sent *out)
 {
-	struct sq *q = SQ(mq);
 	struct mq_topic t;
 	sqlite3_stmt *s;
 	int64_t now, ts, due, off, bytes = 0, stored = 0;
 	size_t i;
 
-	sq_begin(q);
 	sq_topic_ensure(q, a->topic, &t);
 	for (i = 0; i < n; i++)
 		if (r[i].len > (size_t)t.max_size) {
-			sq_rollback(q);
 			a->bad = i;
 			a->max_size = t.max_size;
 			return MQ_E_TOOBIG;
@@ -150,6 +151,29 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 		sq_step(q, s, "cannot update topic");
 		sq_touch(q, t.id);
 	}
+	return 0;
+}
+
+/*
+ * One message while the writer queue is busy goes through a slot
+ * (combine.c); otherwise a transaction of its own, which takes along
+ * the slots others left.
+ */
+int
+sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
+    size_t n, struct mq_sent *out)
+{
+	struct sq *q = SQ(mq);
+	int rc;
+
+	if (n == 1 && sq_comb_send(q, a, r, out))
+		return 0;
+	sq_begin(q);
+	if ((rc = sq_append_tx(q, a, r, n, out)) != 0) {
+		sq_rollback(q);
+		return rc;
+	}
+	sq_comb_take(q);
 	sq_commit(q, SQ_DURABLE);
 	return 0;
 }

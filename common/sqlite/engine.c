@@ -61,46 +61,13 @@
 #include <unistd.h>
 
 #include "sq.h"
+#include "shm.h"
 
-#define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
-#define SHM_VERSION	2
-#define NSLOT		16384
 #define CKPT_FRAMES	1000
 #define RO_LOOK_MS	50	/* a sleeper that cannot count itself */
 
-struct sq_shm {
-	uint32_t	magic, version;
-	uint32_t	sync_word;	/* futex: bumped after every sync */
-	uint32_t	leader;		/* pid syncing now; 0: none */
-	uint32_t	sync_waiters;	/* asleep on sync_word */
-	uint32_t	pad;
-	uint64_t	writing;	/* the last commit begun */
-	uint64_t	written;	/* the last commit done */
-	uint64_t	synced;		/* every commit up to here is on disk */
-	uint64_t	syncs;		/* syncs done, for the curious */
-	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
-	uint32_t	spare[1];
-	uint64_t	failed;		/* commits up to here may be lost: a
-					   sync of the WAL failed */
-	struct {
-		uint32_t	seq, waiters;
-	} slot[NSLOT];
-};
-
-/*
- * Sequentially consistent throughout: a sleeper counts itself and then
- * checks the word; a waker bumps the word and then checks the count.
- * Each pair is a store then a load of another place, which only a full
- * order keeps from passing each other.
- */
-#define LOAD(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
-#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
-#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
-#define CAS(p, o, n)	__atomic_compare_exchange_n((p), &(o), (n), 0, \
-			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
-
-static int
-futex_wait(uint32_t *w, uint32_t val, int64_t ms)
+int
+sq_futex_wait(uint32_t *w, uint32_t val, int64_t ms)
 {
 	struct timespec ts;
 
@@ -109,14 +76,14 @@ futex_wait(uint32_t *w, uint32_t val, int64_t ms)
 	return (int)syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-static void
-futex_wake(uint32_t *w)
+void
+sq_futex_wake(uint32_t *w)
 {
 	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void
-max_store(uint64_t *p, uint64_t v)
+void
+sq_max_store(uint64_t *p, uint64_t v)
 {
 	uint64_t old = LOAD(p);
 
@@ -220,10 +187,13 @@ sq_queue_enter(struct sq *q)
 	struct sigaction sa;
 	int64_t start;
 
-	if (q->shmfd < 0 || q->queued)
+	if (q->shmfd < 0 || q->queued) {
+		q->queue_since = 0;
 		return;
+	}
 	if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
 		q->queued = 1;
+		q->queue_since = 0;
 		return;
 	}
 	if (errno != EWOULDBLOCK)
@@ -239,7 +209,7 @@ sq_queue_enter(struct sq *q)
 	memset(&off, 0, sizeof off);
 	it.it_value.tv_usec = it.it_interval.tv_usec = 50000;
 	setitimer(ITIMER_REAL, &it, NULL);
-	start = mq_now();
+	start = q->queue_since ? q->queue_since : mq_now();
 	while (flock(q->shmfd, LOCK_EX) < 0) {
 		if (errno != EINTR)
 			mq_die(MQ_EX_IOERR, "cannot lock %s-mq:", q->base.path);
@@ -252,14 +222,17 @@ sq_queue_enter(struct sq *q)
 	}
 	setitimer(ITIMER_REAL, &off, NULL);
 	q->queued = 1;
+	q->queue_since = 0;
 }
 
 void
 sq_queue_leave(struct sq *q)
 {
-	if (q->queued)
+	if (q->queued) {
 		flock(q->shmfd, LOCK_UN);
-	q->queued = 0;
+		q->queued = 0;
+		sq_comb_left(q);
+	}
 }
 
 /* The number of the commit about to be made (0: not counted). */
@@ -273,7 +246,7 @@ void
 sq_commit_done(struct sq *q, uint64_t seq)
 {
 	if (seq)
-		max_store(&q->shm->written, seq);
+		sq_max_store(&q->shm->written, seq);
 }
 
 /* The commits a read that ends now may have seen. */
@@ -303,9 +276,9 @@ sync_wal(struct sq *q, uint64_t upto)
 		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
 		if (q->shm_rw && upto) {
-			max_store(&q->shm->failed, upto);
+			sq_max_store(&q->shm->failed, upto);
 			ADD(&q->shm->sync_word, 1);
-			futex_wake(&q->shm->sync_word);
+			sq_futex_wake(&q->shm->sync_word);
 		}
 		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
 		    sqlite3_errstr(rc));
@@ -357,18 +330,18 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 			STORE(&m->leader, me);
 			t = LOAD(&m->written);
 			sync_wal(q, t);
-			max_store(&m->synced, t);
+			sq_max_store(&m->synced, t);
 			STORE(&m->leader, 0);
 			ADD(&m->sync_word, 1);
 			if (LOAD(&m->sync_waiters))
-				futex_wake(&m->sync_word);
+				sq_futex_wake(&m->sync_word);
 			if (t >= target || reader)
 				return;
 			take = 0;
 			continue;
 		}
 		ADD(&m->sync_waiters, 1);
-		l = futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
+		l = sq_futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
 		ADD(&m->sync_waiters, -1);
 		if (l) {
 			/* no sync finished in 100ms: is the leader still there? */
@@ -432,7 +405,7 @@ sq_wake(struct sq *q, int64_t topic)
 	seq = slot_of(q, topic, &waiters);
 	ADD(seq, 1);
 	if (LOAD(waiters))
-		futex_wake(seq);
+		sq_futex_wake(seq);
 }
 
 /* The word a follower of topic sleeps on; NULL without the -mq file. */
@@ -455,12 +428,12 @@ sq_slot_wait(struct sq *q, int64_t topic, uint32_t *slot, uint32_t seen,
 	uint32_t *waiters;
 
 	if (!q->shm_rw) {
-		futex_wait(slot, seen, ms < RO_LOOK_MS ? ms : RO_LOOK_MS);
+		sq_futex_wait(slot, seen, ms < RO_LOOK_MS ? ms : RO_LOOK_MS);
 		return 0;
 	}
 	slot_of(q, topic, &waiters);
 	ADD(waiters, 1);
-	futex_wait(slot, seen, ms);
+	sq_futex_wait(slot, seen, ms);
 	ADD(waiters, -1);
 	return 1;
 }

@@ -811,6 +811,7 @@ sq_begin(struct sq *q)
 	q->in_tx = q->in_write = 1;
 	q->ntouched = 0;
 	q->seen = sq_commits_seen(q);
+	sq_comb_recover(q);
 }
 
 void
@@ -867,6 +868,7 @@ sq_commit(struct sq *q, int how)
 		sq_die(q, "cannot commit");
 	q->in_tx = q->in_write = 0;
 	sq_commit_done(q, seq);
+	sq_comb_end(q, seq);
 	sq_checkpoint(q, q->wal_frames);	/* in the queue: see engine.c */
 	q->wal_frames = 0;
 	sq_queue_leave(q);
@@ -884,6 +886,7 @@ sq_rollback(struct sq *q)
 {
 	if (q->in_tx)
 		tx(q, "ROLLBACK");
+	sq_comb_end(q, 0);
 	if (q->in_write)
 		sq_queue_leave(q);
 	q->in_tx = q->in_write = 0;

@@ -16,6 +16,7 @@
 #include "../backend.h"
 
 #define SQ_NSTMT	128
+#define SQ_NTAKEN	64	/* combining slots one holder may take */
 
 /* How commits reach the disk. */
 enum {
@@ -49,10 +50,14 @@ struct sq {
 	struct sq_shm	*shm;
 	int		 shm_rw;	/* mapped for writing */
 	int		 queued;	/* holds the writer queue */
+	int64_t		 queue_since;	/* waiting since; 0: from now */
 	int		 wal_frames;	/* in the WAL after our last commit */
 	uint64_t	 seen;		/* commits a read may have seen */
 	int64_t		*touched;	/* topics this transaction changed */
 	int		 ntouched, atouched;
+
+	/* combine.c: the slots this transaction took */
+	int		 taken[SQ_NTAKEN], ntaken;
 };
 
 #define SQ(q)	((struct sq *)(q))
@@ -89,6 +94,14 @@ uint32_t *sq_slot(struct sq *, int64_t topic);
 int	 sq_slot_wait(struct sq *, int64_t topic, uint32_t *slot,
 	    uint32_t seen, int64_t ms);
 
+/* combine.c */
+int	 sq_comb_send(struct sq *, const struct mq_append *,
+	    const struct mq_rec *, struct mq_sent *);
+void	 sq_comb_recover(struct sq *);
+void	 sq_comb_take(struct sq *);
+void	 sq_comb_end(struct sq *, uint64_t seq);
+void	 sq_comb_left(struct sq *);
+
 /* topic.c */
 int	 sq_topic_row(struct sq *, const char *name, struct mq_topic *);
 int	 sq_group_row(struct sq *, int64_t topic, const char *name,
@@ -115,6 +128,8 @@ struct sq_by {			/* who delivered an attempt, and when */
 void	 sq_history(struct sq *, int64_t grp, int64_t off, int attempt,
 	    const char *event, const char *reason, const struct sq_by *);
 int64_t	 sq_release(struct sq *, int64_t consumer, int64_t now);
+int	 sq_append_tx(struct sq *, struct mq_append *, const struct mq_rec *,
+	    size_t, struct mq_sent *);
 
 /* The operations, as sqlite.c lists them in its table. */
 int	 sq_topic_get(struct mq *, const char *, struct mq_topic *);

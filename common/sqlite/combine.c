@@ -1,0 +1,305 @@
+/*
+ * combine.c: concurrent producers share transactions, not only syncs.
+ *
+ * A commit holds the writer queue (engine.c) for a hundred microseconds
+ * or so, most of it spent on what every transaction pays once: the
+ * locks, the pages another process changed read again, the frames
+ * written.  A message costs a microsecond or two of that.  So an mq-send
+ * that finds the queue held does not wait its turn: it leaves its message
+ * in a slot of the -mq file, and whoever holds the queue and appends
+ * takes every slot waiting there into its own transaction before it
+ * commits (flat combining).  The owner sleeps on the slot, wakes with the
+ * offset and the number of the commit that stored it, and waits for that
+ * commit to be durable as if it were its own.
+ *
+ * Only what needs nothing but a topic and a body (and a key) goes into a
+ * slot: one message, no dedup id, no delay, to a topic that exists, that
+ * fits.  Anything else (or every slot in use) takes the ordinary way.
+ *
+ * A slot's life: FREE, then FILLING (its owner writes it), READY, then
+ * TAKEN by a queue holder inside its transaction, then DONE after its
+ * COMMIT, or REFUSED (no such topic, too big: the owner then sends it
+ * the ordinary way, which says why), and FREE again once the owner has
+ * read it.  Rules:
+ * - Only the queue holder takes slots, and it settles every slot it took
+ *   before it leaves the queue: DONE after COMMIT, READY again after a
+ *   rollback.  So a TAKEN slot seen by the next holder means its taker
+ *   died; that holder settles it before it writes anything (sq_comb_
+ *   recover, from sq_begin): the dead taker's transaction committed iff
+ *   the topic's next offset passed the slot's, since nothing else can
+ *   have appended in between.  (An mq older than this file, or a writer
+ *   that may only read the -mq file, does not look; with a taker killed
+ *   just then and such a writer next in the queue, the slot's owner can
+ *   be told a wrong answer: a duplicate or a message lost that was never
+ *   reported as sent.)
+ * - The owner sleeps with a short limit and tries the queue itself
+ *   whenever its slot is still READY and the queue is free, so a slot is
+ *   never left behind by a holder that does not append.  A holder that
+ *   leaves the queue wakes the owners of READY slots.
+ * - An owner that gives up (the busy timeout) takes its slot back from
+ *   READY; if a holder took it first it waits for the answer.
+ * - A slot whose owner died is reused by the next owner that needs one.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "sq.h"
+#include "shm.h"
+
+enum { COMB_FREE, COMB_FILLING, COMB_READY, COMB_TAKEN, COMB_DONE,
+    COMB_REFUSED };
+
+#define COMB_LOOK_MS	20	/* an owner's sleep before it looks again */
+
+_Static_assert(sizeof(struct sq_comb) <= 8192, "a slot is 8 KB");
+/* where t/043-combine.bats reads them */
+_Static_assert(offsetof(struct sq_shm, writing) == 24, "writing moved");
+_Static_assert(offsetof(struct sq_shm, combined) == 60, "combined moved");
+_Static_assert(offsetof(struct sq_shm, comb_word) == 131144, "slots moved");
+_Static_assert(NCOMB <= SQ_NTAKEN, "sq.h: taken[] holds every slot");
+
+static uint32_t
+me(void)
+{
+	static uint32_t pid;
+
+	if (!pid)
+		pid = (uint32_t)getpid();
+	return pid;
+}
+
+static int
+dead(uint32_t pid)
+{
+	return pid && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+static uint32_t *
+state_of(struct sq *q, int i)
+{
+	return &q->shm->comb_word[i].state;
+}
+
+/* Sets a slot's state and wakes its owner. */
+static void
+set_state(struct sq *q, int i, uint32_t state)
+{
+	uint32_t *w = &q->shm->comb_word[i].wake;
+
+	STORE(state_of(q, i), state);
+	ADD(w, 1);
+	sq_futex_wake(w);
+}
+
+/* From one state to another, if it is still the one: 1 if so. */
+static int
+move(struct sq *q, int i, uint32_t from, uint32_t to)
+{
+	return CAS(state_of(q, i), from, to);
+}
+
+/* A free slot, or one whose owner died, now FILLING and ours; or -1. */
+static int
+slot_get(struct sq *q)
+{
+	uint32_t st;
+	int i;
+
+	for (i = 0; i < NCOMB; i++)
+		if (LOAD(state_of(q, i)) == COMB_FREE &&
+		    move(q, i, COMB_FREE, COMB_FILLING))
+			goto mine;
+	for (i = 0; i < NCOMB; i++) {
+		st = LOAD(state_of(q, i));
+		if ((st == COMB_FILLING || st == COMB_DONE ||
+		    st == COMB_REFUSED) && dead(LOAD(&q->shm->comb[i].owner)) &&
+		    move(q, i, st, COMB_FILLING))
+			goto mine;
+	}
+	return -1;
+mine:
+	STORE(&q->shm->comb[i].owner, me());
+	return i;
+}
+
+/*
+ * Sends one message through a slot when the writer queue is busy:
+ * returns 1 when it is stored and durable (out filled in), 0 when the
+ * caller must append it the ordinary way (then it may hold the queue
+ * already).
+ */
+int
+sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
+    struct mq_sent *out)
+{
+	struct sq_comb *c;
+	uint32_t w, st;
+	uint64_t seq;
+	int64_t start;
+	size_t tlen, klen = a->key ? strlen(a->key) : 0;
+	int i;
+
+	if (q->sync != SQ_GROUP || !q->shm_rw || q->queued || r->dedup ||
+	    a->delay >= 0 || a->at >= 0 || r->len > COMB_BODY ||
+	    klen > COMB_KEY || (tlen = strlen(a->topic)) > MQ_NAME_MAX)
+		return 0;
+	if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
+		q->queued = 1;	/* free: the ordinary way, combining others */
+		return 0;
+	}
+	if (errno != EWOULDBLOCK || (i = slot_get(q)) < 0)
+		return 0;
+	c = &q->shm->comb[i];
+	memcpy(c->topic, a->topic, tlen + 1);
+	c->haskey = a->key != NULL;
+	if (a->key)
+		memcpy(c->key, a->key, klen + 1);
+	c->len = (uint32_t)r->len;
+	if (r->len)
+		memcpy(c->body, r->body, r->len);
+	STORE(&c->taker, 0);
+	STORE(state_of(q, i), COMB_READY);
+	start = mq_now();
+	for (;;) {
+		w = LOAD(&q->shm->comb_word[i].wake);
+		st = LOAD(state_of(q, i));
+		if (st == COMB_DONE) {
+			out->off = c->off;
+			out->dup = 0;
+			seq = c->seq;
+			STORE(state_of(q, i), COMB_FREE);
+			sq_durable(q, seq, 0);
+			return 1;
+		}
+		if (st == COMB_REFUSED) {
+			STORE(state_of(q, i), COMB_FREE);
+			return 0;
+		}
+		if ((st == COMB_READY || dead(LOAD(&c->taker))) &&
+		    flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
+			/* the queue free, or its taker gone: see for ourselves */
+			q->queued = 1;
+			sq_comb_recover(q);
+			if (move(q, i, COMB_READY, COMB_FREE))
+				return 0;
+			sq_queue_leave(q);
+			continue;
+		}
+		if (mq_now() - start >= q->busy_ms &&
+		    move(q, i, COMB_READY, COMB_FREE)) {
+			q->queue_since = start;	/* the busy timeout runs on */
+			return 0;
+		}
+		sq_futex_wait(&q->shm->comb_word[i].wake, w, COMB_LOOK_MS);
+	}
+}
+
+/*
+ * In the queue, at the start of a write: the slots a dead holder took
+ * (the only TAKEN ones a holder can see) are settled before anything is
+ * written.  Its commit, if it made one, is numbered at most writing, and
+ * every commit so numbered has ended: written may say so, for the sync.
+ */
+void
+sq_comb_recover(struct sq *q)
+{
+	struct sq_comb *c;
+	struct mq_topic t;
+	int i, tx = 0;
+
+	if (!q->shm_rw || !q->queued)
+		return;
+	for (i = 0; i < NCOMB; i++) {
+		if (LOAD(state_of(q, i)) != COMB_TAKEN)
+			continue;
+		c = &q->shm->comb[i];
+		if (!q->in_tx) {
+			sq_begin_read(q);
+			tx = 1;
+		}
+		if (sq_topic_row(q, c->topic, &t) && t.next_off > c->off) {
+			sq_max_store(&q->shm->written, LOAD(&q->shm->writing));
+			c->seq = LOAD(&q->shm->writing);
+			set_state(q, i, COMB_DONE);
+		} else
+			set_state(q, i, COMB_READY);
+	}
+	if (tx) {
+		sq_exec(q, "ROLLBACK", "cannot end read");
+		q->in_tx = 0;
+	}
+}
+
+/*
+ * The queue holder, in its append transaction before COMMIT: appends the
+ * message of every READY slot.
+ */
+void
+sq_comb_take(struct sq *q)
+{
+	struct sq_comb *c;
+	struct mq_append a;
+	struct mq_topic t;
+	struct mq_rec r;
+	struct mq_sent s;
+	int i;
+
+	if (!q->shm_rw || q->sync != SQ_GROUP)
+		return;
+	for (i = 0; i < NCOMB; i++) {
+		if (LOAD(state_of(q, i)) != COMB_READY ||
+		    !move(q, i, COMB_READY, COMB_TAKEN))
+			continue;
+		c = &q->shm->comb[i];
+		STORE(&c->taker, me());
+		memset(&a, 0, sizeof a);
+		a.topic = c->topic;
+		a.key = c->haskey ? c->key : NULL;
+		a.delay = a.at = -1;
+		r.body = c->body;
+		r.len = c->len;
+		r.dedup = NULL;
+		if (!sq_topic_row(q, c->topic, &t) ||
+		    sq_append_tx(q, &a, &r, 1, &s) != 0) {
+			set_state(q, i, COMB_REFUSED);
+			continue;
+		}
+		c->off = s.off;
+		q->taken[q->ntaken++] = i;
+		ADD(&q->shm->combined, 1);
+	}
+}
+
+/* After the holder's COMMIT (seq: its number), or its rollback (seq 0). */
+void
+sq_comb_end(struct sq *q, uint64_t seq)
+{
+	int i;
+
+	for (i = 0; i < q->ntaken; i++) {
+		q->shm->comb[q->taken[i]].seq = seq;
+		set_state(q, q->taken[i], seq ? COMB_DONE : COMB_READY);
+	}
+	q->ntaken = 0;
+}
+
+/* Leaving the queue: the owners of slots nobody took look again. */
+void
+sq_comb_left(struct sq *q)
+{
+	uint32_t *w;
+	int i;
+
+	if (!q->shm_rw)
+		return;
+	for (i = 0; i < NCOMB; i++)
+		if (LOAD(state_of(q, i)) == COMB_READY) {
+			w = &q->shm->comb_word[i].wake;
+			ADD(w, 1);
+			sq_futex_wake(w);
+		}
+}

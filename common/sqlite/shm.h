@@ -1,0 +1,81 @@
+/*
+ * shm.h: the layout of the -mq file (engine.c, combine.c) and the
+ * atomics and futexes that work on it.  Private to common/sqlite/.
+ */
+#ifndef MQ_SHM_H
+#define MQ_SHM_H
+
+#include <stdint.h>
+
+#include "../mq.h"
+
+#define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
+#define SHM_VERSION	2
+#define NSLOT		16384
+#define NCOMB		64		/* combining slots (combine.c) */
+#define COMB_KEY	1024		/* the longest key mq-send takes */
+#define COMB_BODY	6992		/* a slot is 8 KB */
+
+/*
+ * A message one mq-send left for whoever holds the writer queue to
+ * append in its own transaction (combine.c).  Its state and its owner's
+ * futex are apart, in comb_word[], so that a look at every slot's state
+ * reads a few cache lines.
+ */
+struct sq_comb {
+	uint32_t	owner, taker;	/* pids */
+	uint32_t	len, haskey;
+	uint64_t	seq;		/* the commit that stored it */
+	int64_t		off;		/* the offset it was given */
+	char		topic[MQ_NAME_MAX + 1];
+	char		key[COMB_KEY + 1];
+	char		body[COMB_BODY];
+};
+
+/*
+ * Version 2 ends at slot[]; comb_word[] and comb[] were added after it, so a file made by
+ * an older mq is only made longer (zeroes: every slot free), and an
+ * older mq maps the part it knows.
+ */
+struct sq_shm {
+	uint32_t	magic, version;
+	uint32_t	sync_word;	/* futex: bumped after every sync */
+	uint32_t	leader;		/* pid syncing now; 0: none */
+	uint32_t	sync_waiters;	/* asleep on sync_word */
+	uint32_t	pad;
+	uint64_t	writing;	/* the last commit begun */
+	uint64_t	written;	/* the last commit done */
+	uint64_t	synced;		/* every commit up to here is on disk */
+	uint64_t	syncs;		/* syncs done, for the curious */
+	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
+	uint32_t	combined;	/* messages appended from slots, for
+					   the curious (byte 60: t/047) */
+	uint64_t	failed;		/* commits up to here may be lost: a
+					   sync of the WAL failed */
+	struct {
+		uint32_t	seq, waiters;
+	} slot[NSLOT];
+	struct {
+		uint32_t	state;	/* COMB_* (combine.c) */
+		uint32_t	wake;	/* bumped whenever state may change */
+	} comb_word[NCOMB];
+	struct sq_comb	comb[NCOMB];
+};
+
+/*
+ * Sequentially consistent throughout: a sleeper counts itself and then
+ * checks the word; a waker bumps the word and then checks the count.
+ * Each pair is a store then a load of another place, which only a full
+ * order keeps from passing each other.
+ */
+#define LOAD(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+#define CAS(p, o, n)	__atomic_compare_exchange_n((p), &(o), (n), 0, \
+			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+
+int	 sq_futex_wait(uint32_t *, uint32_t val, int64_t ms);
+void	 sq_futex_wake(uint32_t *);
+void	 sq_max_store(uint64_t *, uint64_t);
+
+#endif

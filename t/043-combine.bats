@@ -1,0 +1,143 @@
+#!/usr/bin/env bats
+# 043-combine.bats: producers share transactions (common/sqlite/combine.c).
+# An mq-send that finds the writer queue held leaves its message in a slot
+# of the -mq file; whoever holds the queue next and appends takes every
+# waiting slot into its own commit.  These tests hold the queue themselves
+# (an flock on the -mq file, as mq's writers take it) so the slots fill up
+# for certain, and read the -mq file's numbers at the places
+# common/sqlite/shm.h fixes (combine.c asserts them at build time):
+#   byte 24      writing: durable commits begun, u64
+#   byte 60      combined: messages appended from slots, u32
+#   byte 131144  the slots' states, two u32 each (state, wake); READY is 2
+# The random kills of t/048-kill-producers.bats and the recorded power
+# cuts of t/047-powercut.bats cover the same code under real contention.
+
+load test_helper
+# shellcheck disable=SC2034 # read by setup() in test_helper.bash
+SQLITE_ONLY="the writer queue and the slots of the -mq file"
+
+teardown() {
+	kill_bg
+}
+
+u32() {
+	od -An -tu4 -j"$1" -N4 "$MQ_DB-mq" | tr -d ' '
+}
+
+u64() {
+	od -An -tu8 -j"$1" -N8 "$MQ_DB-mq" | tr -d ' '
+}
+
+# ready N: exactly N slots wait to be taken.
+ready() {
+	[ "$(od -v -An -tu4 -w8 -j131144 -N512 "$MQ_DB-mq" |
+	    awk '$1 == 2' | wc -l)" -eq "$1" ]
+}
+
+# queue_held: some process holds the writer queue.
+queue_held() {
+	! flock -n "$MQ_DB-mq" true
+}
+
+# stored OUT BODY: the offset in file OUT holds BODY.
+stored() {
+	local off
+	off=$(cat "$1")
+	[[ $off =~ ^[0-9]+$ ]] || fail "$1: not an offset: '$off'"
+	run -0 sql "SELECT $(txt body) FROM msg WHERE off = $off"
+	assert_output "$2"
+}
+
+@test "producers that find the queue held leave their messages in slots: the next holder appends all of them in one commit" {
+	export MQ_BUSY_TIMEOUT=120s
+	mq-send -q t first
+	exec {lk}>>"$MQ_DB-mq"
+	flock -x "$lk"
+	w0=$(u64 24) c0=$(u32 60)
+	pids=()
+	for k in 1 2 3 4; do
+		bg "out.$k" mq-send t "m$k"
+		pids+=("$BG")
+	done
+	wait_for 60 ready 4
+	flock -u "$lk"
+	exec {lk}>&-
+	for k in 1 2 3 4; do
+		finish "${pids[k - 1]}" 60
+		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
+		stored "out.$k" "m$k"
+	done
+	# one commit for the four: the first to get the queue took the others
+	assert_equal "$(u64 24)" $((w0 + 1))
+	assert_equal "$(u32 60)" $((c0 + 3))
+	ready 0
+	run -0 sql 'SELECT min(off), max(off), count(*) FROM msg'
+	assert_output '1|5|5'
+	db_intact
+}
+
+@test "a holder that dies with slots taken: their owners see it and send them, each once" {
+	export MQ_BUSY_TIMEOUT=120s
+	local shim=$BATS_TEST_TMPDIR/faultshim.so
+	if [ -e "${MQ_TOOLS:-}/faultshim.so" ]; then
+		shim=$MQ_TOOLS/faultshim.so
+	else
+		"${CC:-cc}" -shared -fPIC -O2 -Wall -Wextra -o "$shim" \
+		    "$BATS_TEST_DIRNAME/faults/faultshim.c" -ldl
+	fi
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+	mq-send -q t first
+	# sqlite3, fed through a fifo, keeps the database open (a read: it
+	# holds the -shm): first only
+	# that (so the -shm is there, as it will be for the holder), then
+	# with SQLite's write lock, so the holder waits in the queue, after
+	# the slots are filled, before it appends
+	mkfifo cmds
+	# shellcheck disable=SC2016 # $MQ_DB is expanded by the inner bash
+	setsid bash -c 'sqlite3 "$MQ_DB" <cmds' >held 2>&1 3>&- &
+	holder=$!
+	echo "$holder" >>"$BATS_TEST_TMPDIR/pgids"
+	exec {cmd}>cmds
+	printf '%s\n' '.timeout 10000' "SELECT 'open' FROM topic LIMIT 1;" >&"$cmd"
+	wait_for 30 grep -qx open held
+	# the holder's first write to the WAL (its COMMIT), from a dry run
+	MQ_FAULT_PREFIX=$MQ_DB MQ_FAULT_AT=0 MQ_FAULT_LOG=dry.log \
+	    LD_PRELOAD=$shim mq-send -q t dry
+	at=$(awk -F'\t' '$2 ~ /write/ && $3 == "mq.db-wal" { print $1; exit }' dry.log)
+	[ -n "$at" ] || fail "the dry run wrote no WAL: $(cat dry.log)"
+	printf '%s\n' 'BEGIN IMMEDIATE;' \
+	    "INSERT INTO topic(name, created) VALUES('zz', 0);" "SELECT 'held';" >&"$cmd"
+	wait_for 30 grep -qx held held
+	bg h.out env MQ_FAULT_PREFIX="$MQ_DB" MQ_FAULT_AT="$at" \
+	    MQ_FAULT_ERRNO=EIO LD_PRELOAD="$shim" mq-send t H
+	h=$BG
+	wait_for 30 queue_held
+	c0=$(u32 60)
+	pids=()
+	for k in 1 2 3; do
+		bg "out.$k" mq-send t "m$k"
+		pids+=("$BG")
+	done
+	wait_for 60 ready 3
+	kill -9 -- "-$holder"
+	exec {cmd}>&-
+	# the holder took the three, failed to commit and died
+	finish "$h" 60
+	assert_equal "$ST" 74
+	run -0 cat h.out
+	assert_output --partial 'cannot commit'
+	for k in 1 2 3; do
+		finish "${pids[k - 1]}" 60
+		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
+		stored "out.$k" "m$k"
+	done
+	# taken three times by the dead one, then twice (and once sent by
+	# its own) by the owner that found it dead
+	assert_equal "$(u32 60)" $((c0 + 5))
+	ready 0
+	run -0 sql 'SELECT min(off), max(off), count(*), count(DISTINCT body) FROM msg'
+	assert_output '1|5|5|5'	# first, dry, m1-m3
+	run -0 sql "SELECT count(*) FROM msg WHERE body IN ('H', CAST('H' AS BLOB))"
+	assert_output 0
+	db_intact
+}
