@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 6
+-- version: 7
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -84,6 +84,9 @@ CREATE TABLE grp (
 	-- since version 6: nothing is handed out before this time
 	-- (mq-topic group --pause); NULL: not paused
 	paused_until	INTEGER,
+	-- since version 7: ms an exec-mode handler may run (mq-topic group
+	-- --timeout); NULL: no limit
+	timeout		INTEGER,
 	UNIQUE (topic, name)
 );
 

@@ -138,6 +138,7 @@ main(int argc, char *argv[])
 	};
 	const char *dbpath = NULL;
 	struct mq_follow f;
+	struct mq_group g;
 	struct mq_claim *cl = &f.c;
 	int64_t wait = 0, timeout = 0, max_time = 0;
 	long limit = -1;
@@ -223,6 +224,8 @@ main(int argc, char *argv[])
 	f.until = mq_now() + wait;
 	f.stop_at = max_time ? mq_now() + max_time : 0;
 	if (argc > 2) {
+		if (!timeout && mq_group_get(q, cl->topic, cl->group, &g) > 0)
+			timeout = g.timeout;	/* the group's; 0: none */
 		status = mq_exec_run(q, &f, argv + 2, jobs, timeout);
 		mq_close(q);
 		if (status == MQ_EX_NONE && empty_ok)

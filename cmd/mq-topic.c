@@ -27,6 +27,7 @@ static const char synopsis[] =
     "[--max-attempts N]\n"
     "                [--backoff LIST] [--ordered | --unordered]\n"
     "                [--from earliest|latest] [--pause WHEN | --resume]\n"
+    "                [--timeout DUR|none]\n"
     "       mq-topic [-d FILE] group-delete [--force] TOPIC GROUP\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
     "paused=WHEN|no\n";
@@ -40,6 +41,7 @@ static const char *const help[] = {
 	"--from earliest|latest",	"group: where a new group starts",
 	"--pause forever|DUR|TIME",	"group: hand nothing out until then",
 	"--resume",			"group: hand out again, at once",
+	"--timeout DUR|none",		"group: stop a handler that runs longer",
 	NULL,
 };
 
@@ -62,18 +64,22 @@ static void
 print_group(const struct mq_lag_row *r)
 {
 	const struct mq_group *g = &r->g;
-	char lease[32];
+	char lease[32], tmo[40] = "";
 
 	mq_format_duration(g->lease, lease, sizeof lease);
+	if (g->timeout) {
+		memcpy(tmo, "; timeout ", 11);
+		mq_format_duration(g->timeout, tmo + 10, sizeof tmo - 10);
+	}
 	printf("group %s: position %lld, lag %lld, in-flight %lld, "
 	    "retrying %lld, dead %lld, consumers %lld; lease %s, "
-	    "max-attempts %d, %s, backoff %s%s%s\n", g->name,
+	    "max-attempts %d, %s, backoff %s%s%s%s\n", g->name,
 	    (long long)g->pos, (long long)r->s.lag,
 	    (long long)(r->s.inflight + r->s.expired), (long long)r->s.retrying,
 	    (long long)r->s.dead, (long long)r->s.consumers, lease,
 	    g->max_attempts, g->ordered ? "ordered" : "unordered", g->backoff,
 	    *paused(g->paused_until) ? "; paused " : "",
-	    paused(g->paused_until));
+	    paused(g->paused_until), tmo);
 }
 
 /* One snapshot of a topic (and one group of it, or all). */
@@ -139,9 +145,10 @@ group(struct mq **q, int argc, char **argv)
 		{ "from", required_argument, NULL, 'f' },
 		{ "pause", required_argument, NULL, 'p' },
 		{ "resume", no_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP };
+	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP, MQ_KEEP };
 	struct mq_group g;
 	struct mq_lag L;
 	int c;
@@ -168,6 +175,9 @@ group(struct mq **q, int argc, char **argv)
 			break;
 		case 'p': gc.paused_until = mq_pause_arg(optarg); break;
 		case 'r': gc.paused_until = 0; break;
+		case 't': gc.timeout = strcmp(optarg, "none") ?	/* 0: none */
+			      mq_duration_arg(optarg, "timeout") : 0;
+			  break;
 		case 'o': gc.ordered = 1; break;
 		case 'u': gc.ordered = 0; break;
 		case 'f':

@@ -160,6 +160,7 @@ struct mq_group {
 	int64_t		delivered, failed, deadlettered;	/* counters */
 	int64_t		settled_ts;	/* when settled last grew; 0: never */
 	int64_t		paused_until;	/* 0: not paused */
+	int64_t		timeout;	/* ms a handler may run; 0: no limit */
 	int		max_attempts, ordered;
 	char		backoff[512];
 };
@@ -170,6 +171,7 @@ struct mq_group_conf {
 	const char	*backoff;	/* NULL: unchanged */
 	int		latest;		/* a new group starts at the end */
 	int64_t		paused_until;	/* MQ_KEEP: unchanged; 0: resume */
+	int64_t		timeout;	/* MQ_KEEP: unchanged; 0: no limit */
 };
 /* Until when the group (or its topic) hands nothing out; 0: it does. */
 int64_t	 mq_paused(const struct mq_topic *, const struct mq_group *,

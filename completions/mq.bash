@@ -232,7 +232,7 @@ _mq() {
 				if [[ $sub == group ]]; then
 					_mq_reply '--lease --max-attempts --backoff
 					    --ordered --unordered --from --pause
-					    --resume'
+					    --resume --timeout'
 				else
 					_mq_reply '--force -f'
 				fi

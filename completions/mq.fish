@@ -214,3 +214,4 @@ complete -c mq-topic -n "$is group" -l unordered -d 'in parallel whatever the ke
 complete -c mq-topic -n "$is group" -l from -x -a 'earliest latest' -d 'where a new group starts'
 complete -c mq-topic -n "$is group" -l pause -x -a forever -d 'hand nothing out until then'
 complete -c mq-topic -n "$is group" -l resume -d 'hand out again, at once'
+complete -c mq-topic -n "$is group" -l timeout -x -a none -d 'stop a handler that runs longer'

@@ -117,6 +117,22 @@ error: disk full"
 	assert_equal "$(sql 'SELECT reason FROM delivery')" "timeout after 200ms"
 }
 
+@test "the group's --timeout (mq-topic) holds when mq-recv gives none; mq-recv's own wins" {
+	mq-topic group t g --timeout 300ms >/dev/null
+	mq-topic group t h --timeout 100ms >/dev/null
+	mq-send -q t m
+	printf '%s\n' '#!/bin/sh' 'exec sleep 300' >slow
+	chmod +x slow
+	bg out mq-recv -n 1 -g g t -- ./slow
+	finish "$BG" 60
+	[ "$ST" = 0 ] || fail "mq-recv exit $ST: $(cat out)"
+	assert_equal "$(sql "SELECT reason FROM delivery d JOIN grp g ON g.id = d.grp
+	    WHERE g.name = 'g'")" "timeout after 300ms"
+	run -0 mq-recv -g h --timeout 60s t -- sh -c 'sleep 0.5; cat'
+	assert_output m
+	[ "$(sql "SELECT settled FROM grp WHERE name = 'h'")" = 1 ]
+}
+
 @test "--timeout: not without a command, not zero; a handler within it is not touched" {
 	run -64 --separate-stderr mq-recv --timeout 1s t
 	assert_equal "${stderr_lines[0]}" "mq-recv: --timeout needs a command"

@@ -219,6 +219,25 @@ show_line() {
 	[ "$due" -le $((t1 + 120000)) ]
 }
 
+@test "group --timeout stores a handler's time limit, show prints it, none takes it away" {
+	run -0 mq-topic group t g
+	refute_output --partial timeout
+	run -0 mq-topic group t g --timeout 90s
+	[[ $output == "group g: "*"backoff "*"; timeout 90s" ]] || fail "$output"
+	[ "$(sql 'SELECT timeout FROM grp')" = 90000 ]
+	run -0 mq-topic show t
+	assert_output --partial "; timeout 90s"
+	# other options leave it alone
+	mq-topic group t g --lease 1m >/dev/null
+	[ "$(sql 'SELECT timeout FROM grp')" = 90000 ]
+	run -0 mq-topic group t g --timeout none
+	refute_output --partial timeout
+	[ "$(sql 'SELECT coalesce(timeout, -1) FROM grp')" = -1 ]
+	run -64 --separate-stderr mq-topic group t g --timeout soon
+	one_error mq-topic
+	[ "$(sql 'SELECT coalesce(timeout, -1) FROM grp')" = -1 ]
+}
+
 @test "group with a bad option is 64 and changes nothing" {
 	mq-topic group t g --lease 45s >/dev/null
 	before=$(state)

@@ -538,6 +538,8 @@ static const char *migrations[] = {
 	/* 2 -> 3: pausing a topic or a group */
 	"ALTER TABLE topic ADD COLUMN paused_until bigint; "
 	"ALTER TABLE grp ADD COLUMN paused_until bigint",
+	/* 3 -> 4: a time limit for a group's handlers */
+	"ALTER TABLE grp ADD COLUMN timeout bigint",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 3
+-- version: 4
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -70,6 +70,7 @@ CREATE TABLE grp (
 	deadlettered	bigint NOT NULL DEFAULT 0,
 	settled_ts	bigint,			-- since version 2
 	paused_until	bigint,			-- since version 3
+	timeout		bigint,			-- since version 4
 	UNIQUE (topic, name)
 );
 

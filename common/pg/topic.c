@@ -77,7 +77,7 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until"
+	"settled_ts, paused_until, timeout"
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -98,6 +98,7 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->deadlettered = pg_get(r, i, c + 12);
 	g->settled_ts = pg_get(r, i, c + 13);	/* NULL: 0 */
 	g->paused_until = pg_get(r, i, c + 14);	/* NULL: 0 */
+	g->timeout = pg_get(r, i, c + 15);	/* NULL: 0 */
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -191,7 +192,7 @@ pg_group_locked(struct pgq *q, const char *topic, const char *name,
 	    2, topic, name));
 	if ((found = PQntuples(r) > 0)) {
 		group_cols(r, 0, g);
-		*topic_paused = pg_get(r, 0, 15);
+		*topic_paused = pg_get(r, 0, 16);
 	}
 	PQclear(r);
 	return found;
@@ -462,14 +463,17 @@ group_conf(struct pgq *q, const char *topic, const char *name,
 	    "max_attempts = coalesce($3, max_attempts), "
 	    "ordered = coalesce($4, ordered), "
 	    "backoff = coalesce($5, backoff), paused_until = CASE WHEN $6 "
-	    "THEN $7::bigint ELSE paused_until END WHERE id = $1", 7,
+	    "THEN $7::bigint ELSE paused_until END, timeout = CASE WHEN $8 "
+	    "THEN $9::bigint ELSE timeout END WHERE id = $1", 9,
 	    pg_int(q, g->id),
 	    c->lease != MQ_KEEP ? pg_int(q, c->lease) : NULL,
 	    c->max_attempts > 0 ? pg_int(q, c->max_attempts) : NULL,
 	    c->ordered >= 0 ? pg_int(q, c->ordered) : NULL,
 	    c->backoff, c->paused_until != MQ_KEEP ? "true" : "false",
 	    c->paused_until != MQ_KEEP && c->paused_until ?
-	    pg_int(q, c->paused_until) : NULL));
+	    pg_int(q, c->paused_until) : NULL,
+	    c->timeout != MQ_KEEP ? "true" : "false",
+	    c->timeout != MQ_KEEP && c->timeout ? pg_int(q, c->timeout) : NULL));
 	PQclear(r);
 	if (pg_group_row(q, t.id, name, g, 0) < 0)
 		return PG_RETRY;

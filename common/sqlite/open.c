@@ -86,6 +86,8 @@ static const char *migrations[] = {
 	/* 5 -> 6: pausing a topic or a group */
 	"ALTER TABLE topic ADD COLUMN paused_until INTEGER;"
 	"ALTER TABLE grp ADD COLUMN paused_until INTEGER;",
+	/* 6 -> 7: a time limit for a group's handlers */
+	"ALTER TABLE grp ADD COLUMN timeout INTEGER;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

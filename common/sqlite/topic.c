@@ -67,7 +67,7 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until"
+	"settled_ts, paused_until, timeout"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -87,6 +87,7 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->deadlettered = sqlite3_column_int64(s, 12);
 	g->settled_ts = sqlite3_column_int64(s, 13);	/* NULL: 0 */
 	g->paused_until = sqlite3_column_int64(s, 14);	/* NULL: 0 */
+	g->timeout = sqlite3_column_int64(s, 15);	/* NULL: 0 */
 }
 
 int
@@ -409,6 +410,13 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		sqlite3_bind_int64(s, 1, g->id);
 		if (c->paused_until)
 			sqlite3_bind_int64(s, 2, c->paused_until);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->timeout != MQ_KEEP) {
+		s = sq_stmt(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		if (c->timeout)
+			sqlite3_bind_int64(s, 2, c->timeout);
 		sq_step(q, s, "cannot update group");
 	}
 	sq_group_row(q, t.id, name, g);
