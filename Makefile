@@ -7,6 +7,7 @@ MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+EXAMPLEDIR ?= $(PREFIX)/share/doc/mq/examples
 PKG_CONFIG ?= pkg-config
 
 CFLAGS ?= -O2 -g
@@ -159,7 +160,7 @@ install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
-	    $(DESTDIR)$(FISHCOMPDIR)
+	    $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(EXAMPLEDIR)
 	cp $(BINS) $(DESTDIR)$(BINDIR)/
 	cp man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	-cp man/*.5 $(DESTDIR)$(MANDIR)/man5/ 2>/dev/null
@@ -171,6 +172,7 @@ install: all
 	cp completions/mq.fish $(DESTDIR)$(FISHCOMPDIR)/mq-send.fish
 	for p in $(PROGS); do [ $$p = mq-send ] || \
 	    ln -sf mq-send.fish $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; done
+	cp examples/*.service examples/*.timer $(DESTDIR)$(EXAMPLEDIR)/
 
 uninstall:
 	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p \
@@ -178,6 +180,7 @@ uninstall:
 	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; done
 	rm -f $(DESTDIR)$(ZSHCOMPDIR)/_mq $(DESTDIR)$(MANDIR)/man7/mq.7 \
 	    $(DESTDIR)$(MANDIR)/man5/mq.5
+	rm -rf $(DESTDIR)$(EXAMPLEDIR)
 
 clean:
 	rm -rf build build-asan
