@@ -27,18 +27,22 @@
  *   died; that holder settles it before it writes anything (sq_comb_
  *   recover, from sq_begin): the dead taker's transaction committed iff
  *   the topic's next offset passed the slot's, since nothing else can
- *   have appended in between.  (An mq older than this file, or a writer
+ *   have appended in between (a slot's offset is reset whenever it is
+ *   made READY, so a taker that died before it gave one leaves none that
+ *   could pass for stored).  (An mq older than this file, or a writer
  *   that may only read the -mq file, does not look; with a taker killed
  *   just then and such a writer next in the queue, the slot's owner can
  *   be told a wrong answer: a duplicate or a message lost that was never
  *   reported as sent.)
- * - The owner sleeps with a short limit and tries the queue itself
- *   whenever its slot is still READY and the queue is free, so a slot is
- *   never left behind by a holder that does not append.  A holder that
- *   leaves the queue wakes the owners of READY slots.
+ * - The owner sleeps with a short limit and, whenever it wakes with its
+ *   slot not settled, tries the queue itself: getting it means nobody
+ *   holds it, so the slot is READY (a holder that does not append left
+ *   it) or TAKEN by one that died; it settles it and goes on.  A holder
+ *   that leaves the queue wakes the owners of READY slots.
  * - An owner that gives up (the busy timeout) takes its slot back from
  *   READY; if a holder took it first it waits for the answer.
- * - A slot whose owner died is reused by the next owner that needs one.
+ * - A slot whose owner died is reused by the next owner that needs one;
+ *   a FREE slot has no owner, so a slot just being taken is not one.
  */
 #include <errno.h>
 #include <signal.h>
@@ -102,28 +106,56 @@ move(struct sq *q, int i, uint32_t from, uint32_t to)
 	return CAS(state_of(q, i), from, to);
 }
 
-/* A free slot, or one whose owner died, now FILLING and ours; or -1. */
+/*
+ * A free slot, or one whose owner died, now FILLING and ours; or -1.  A
+ * free slot has no owner (0), so one being taken from FREE is never
+ * taken as a dead owner's; of a dead owner's, the one that swaps the
+ * owner for itself has it (nobody else changes such a slot's state).
+ */
 static int
 slot_get(struct sq *q)
 {
-	uint32_t st;
+	struct sq_comb *c;
+	uint32_t st, o;
 	int i;
 
 	for (i = 0; i < NCOMB; i++)
 		if (LOAD(state_of(q, i)) == COMB_FREE &&
-		    move(q, i, COMB_FREE, COMB_FILLING))
-			goto mine;
+		    move(q, i, COMB_FREE, COMB_FILLING)) {
+			STORE(&q->shm->comb[i].owner, me());
+			return i;
+		}
 	for (i = 0; i < NCOMB; i++) {
+		c = &q->shm->comb[i];
 		st = LOAD(state_of(q, i));
+		o = LOAD(&c->owner);
 		if ((st == COMB_FILLING || st == COMB_DONE ||
-		    st == COMB_REFUSED) && dead(LOAD(&q->shm->comb[i].owner)) &&
-		    move(q, i, st, COMB_FILLING))
-			goto mine;
+		    st == COMB_REFUSED) && dead(o) && CAS(&c->owner, o, me())) {
+			STORE(state_of(q, i), COMB_FILLING);
+			return i;
+		}
 	}
 	return -1;
-mine:
-	STORE(&q->shm->comb[i].owner, me());
-	return i;
+}
+
+/* The owner lets go of its slot. */
+static void
+slot_free(struct sq *q, int i)
+{
+	STORE(&q->shm->comb[i].owner, 0);
+	STORE(state_of(q, i), COMB_FREE);
+}
+
+/*
+ * Back to READY, not stored: off says so to a recovery (a holder that
+ * dies after taking it, before it gives it an offset, must not leave an
+ * old one that a topic's next offset has passed).
+ */
+static void
+set_ready(struct sq *q, int i)
+{
+	q->shm->comb[i].off = INT64_MAX;
+	set_state(q, i, COMB_READY);
 }
 
 /*
@@ -161,6 +193,7 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 	c->len = (uint32_t)r->len;
 	if (r->len)
 		memcpy(c->body, r->body, r->len);
+	c->off = INT64_MAX;
 	STORE(&c->taker, 0);
 	STORE(state_of(q, i), COMB_READY);
 	start = mq_now();
@@ -171,26 +204,31 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 			out->off = c->off;
 			out->dup = 0;
 			seq = c->seq;
-			STORE(state_of(q, i), COMB_FREE);
+			slot_free(q, i);
 			sq_durable(q, seq, 0);
 			return 1;
 		}
 		if (st == COMB_REFUSED) {
-			STORE(state_of(q, i), COMB_FREE);
+			slot_free(q, i);
 			return 0;
 		}
-		if ((st == COMB_READY || dead(LOAD(&c->taker))) &&
-		    flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
-			/* the queue free, or its taker gone: see for ourselves */
+		/*
+		 * The queue free: nobody took it, or its taker is gone (a
+		 * live one holds the queue until it has settled the slot).
+		 */
+		if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
 			q->queued = 1;
 			sq_comb_recover(q);
-			if (move(q, i, COMB_READY, COMB_FREE))
+			if (move(q, i, COMB_READY, COMB_FILLING)) {
+				slot_free(q, i);
 				return 0;
+			}
 			sq_queue_leave(q);
 			continue;
 		}
 		if (mq_now() - start >= q->busy_ms &&
-		    move(q, i, COMB_READY, COMB_FREE)) {
+		    move(q, i, COMB_READY, COMB_FILLING)) {
+			slot_free(q, i);
 			q->queue_since = start;	/* the busy timeout runs on */
 			return 0;
 		}
@@ -208,7 +246,8 @@ void
 sq_comb_recover(struct sq *q)
 {
 	struct sq_comb *c;
-	struct mq_topic t;
+	sqlite3_stmt *s;
+	int64_t next;
 	int i, tx = 0;
 
 	if (!q->shm_rw || !q->queued)
@@ -221,12 +260,18 @@ sq_comb_recover(struct sq *q)
 			sq_begin_read(q);
 			tx = 1;
 		}
-		if (sq_topic_row(q, c->topic, &t) && t.next_off > c->off) {
+		/* (a statement any schema version can run: before a migration) */
+		s = sq_stmt(q, "SELECT next_off FROM topic WHERE name = ?");
+		sqlite3_bind_text(s, 1, c->topic, -1, SQLITE_STATIC);
+		next = sq_step(q, s, "cannot read topic") == SQLITE_ROW ?
+		    sqlite3_column_int64(s, 0) : 0;
+		sqlite3_reset(s);
+		if (next > c->off) {
 			sq_max_store(&q->shm->written, LOAD(&q->shm->writing));
 			c->seq = LOAD(&q->shm->writing);
 			set_state(q, i, COMB_DONE);
 		} else
-			set_state(q, i, COMB_READY);
+			set_ready(q, i);
 	}
 	if (tx) {
 		sq_exec(q, "ROLLBACK", "cannot end read");
@@ -274,7 +319,10 @@ sq_comb_take(struct sq *q)
 	}
 }
 
-/* After the holder's COMMIT (seq: its number), or its rollback (seq 0). */
+/*
+ * After the holder's COMMIT (seq: its number), or its rollback (seq 0).
+ * Slots are taken only into durable commits, which are numbered.
+ */
 void
 sq_comb_end(struct sq *q, uint64_t seq)
 {
@@ -282,7 +330,10 @@ sq_comb_end(struct sq *q, uint64_t seq)
 
 	for (i = 0; i < q->ntaken; i++) {
 		q->shm->comb[q->taken[i]].seq = seq;
-		set_state(q, q->taken[i], seq ? COMB_DONE : COMB_READY);
+		if (seq)
+			set_state(q, q->taken[i], COMB_DONE);
+		else
+			set_ready(q, q->taken[i]);
 	}
 	q->ntaken = 0;
 }
