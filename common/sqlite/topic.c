@@ -367,6 +367,18 @@ sq_group_get(struct mq *mq, const char *topic, const char *name,
 	return rc == 0;
 }
 
+/* One column of a group's row: v, or NULL for 0. */
+static void
+set_or_null(struct sq *q, const char *sql, int64_t id, int64_t v)
+{
+	sqlite3_stmt *s = sq_stmt(q, sql);
+
+	sqlite3_bind_int64(s, 1, id);
+	if (v)
+		sqlite3_bind_int64(s, 2, v);
+	sq_step(q, s, "cannot update group");
+}
+
 /* Creates topic and group as needed; returns 1 when the group is new. */
 int
 sq_group_conf(struct mq *mq, const char *topic, const char *name,
@@ -405,20 +417,12 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		sqlite3_bind_text(s, 2, c->backoff, -1, SQLITE_STATIC);
 		sq_step(q, s, "cannot update group");
 	}
-	if (c->paused_until != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		if (c->paused_until)
-			sqlite3_bind_int64(s, 2, c->paused_until);
-		sq_step(q, s, "cannot update group");
-	}
-	if (c->timeout != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		if (c->timeout)
-			sqlite3_bind_int64(s, 2, c->timeout);
-		sq_step(q, s, "cannot update group");
-	}
+	if (c->paused_until != MQ_KEEP)
+		set_or_null(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1",
+		    g->id, c->paused_until);
+	if (c->timeout != MQ_KEEP)
+		set_or_null(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
+		    g->id, c->timeout);
 	sq_group_row(q, t.id, name, g);
 	sq_touch(q, t.id);	/* a new lease or order may free work */
 	sq_commit(q, SQ_DURABLE);
