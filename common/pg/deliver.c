@@ -51,7 +51,7 @@ pg_history(struct pgq *q, int64_t grp, int64_t off, int attempt,
 {
 	PGresult *r;
 
-	TRY(r, pg_q(q, "cannot record history", "INSERT INTO history (grp, "
+	TRY(r, pg_qc(q, "cannot record history", "INSERT INTO history (grp, "
 	    "off, ts, n, attempt, event, host, pid, reason, since, dhost, dpid) "
 	    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)", 12,
 	    pg_int(q, grp), pg_int(q, off), pg_int(q, pg_now()),
@@ -448,7 +448,7 @@ claim_due(struct claimer *k)
 	char host[256];
 	int i, n, attempt, expired;
 
-	TRY(r, pg_q(q, "cannot read deliveries", k->g.ordered ? ordered :
+	TRY(r, pg_qc(q, "cannot read deliveries", k->g.ordered ? ordered :
 	    plain, 4, pg_int(q, k->g.id), pg_int(q, k->now),
 	    pg_int(q, k->max - k->n), pg_int(q, k->t.id)));
 	n = PQntuples(r);
@@ -484,7 +484,7 @@ claim_due(struct claimer *k)
 	}
 	PQclear(r);
 	if (d_off.n) {
-		r = pg_q(q, "cannot store delivery", "UPDATE delivery d SET "
+		r = pg_qc(q, "cannot store delivery", "UPDATE delivery d SET "
 		    "state = 2, consumer = NULL, expired = v.e, reason = v.r "
 		    "FROM unnest($2::bigint[], $3::int[], $4::text[]) AS "
 		    "v(off, e, r) WHERE d.grp = $1 AND d.off = v.off", 4,
@@ -512,14 +512,14 @@ claim_new(struct claimer *k)
 
 	/* below next_off, as committed when this statement began: every
 	   offset under it is committed, the group's row being ours */
-	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts, due, key, body "
+	TRY(r, pg_qc(q, "cannot read messages", "SELECT off, ts, due, key, body "
 	    "FROM msg WHERE topic = $1 AND off >= $2 AND off < (SELECT "
 	    "next_off FROM topic WHERE id = $1) ORDER BY off LIMIT $3", 3,
 	    pg_int(q, k->t.id), pg_int(q, k->pos),
 	    pg_int(q, k->max - k->n)));
 	n = PQntuples(r);
 	if (k->g.ordered && n) {
-		if (!(busy = pg_q(q, "cannot read deliveries", "SELECT DISTINCT "
+		if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT DISTINCT "
 		    "key FROM delivery WHERE grp = $1 AND key IS NOT NULL AND "
 		    "state < 2", 1, pg_int(q, k->g.id)))) {
 			PQclear(r);
@@ -570,7 +570,7 @@ write_claim(struct claimer *k)
 	if (k->l_off.n) {
 		/* leases (new rows or due ones), and due rows auto-acked */
 		/* and the group's row, in the same statement */
-		TRY(r, pg_q(q, "cannot store delivery", "WITH g AS (UPDATE grp "
+		TRY(r, pg_qc(q, "cannot store delivery", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $12), delivered = delivered + $13, "
 		    "settled = settled + $14, deadlettered = deadlettered + $15, "
 		    "settled_ts = CASE WHEN $14::bigint > 0 THEN $9::bigint ELSE "
@@ -598,7 +598,7 @@ write_claim(struct claimer *k)
 		PQclear(r);
 	}
 	if (k->h_off.n) {
-		TRY(r, pg_q(q, "cannot store delivery", "INSERT INTO delivery "
+		TRY(r, pg_qc(q, "cannot store delivery", "INSERT INTO delivery "
 		    "(grp, off, state, due, attempt, key) SELECT $1, v.off, 0, "
 		    "v.due, 0, v.key FROM unnest($2::bigint[], $3::bigint[], "
 		    "$4::text[]) AS v(off, due, key) ON CONFLICT (grp, off) DO "
@@ -608,7 +608,7 @@ write_claim(struct claimer *k)
 	}
 	if (k->a_off.n) {
 		/* and the group's row, unless it went with the leases */
-		TRY(r, pg_q(q, "cannot record history", "WITH g AS (UPDATE grp "
+		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $8), delivered = delivered + $9, "
 		    "settled = settled + $10, deadlettered = deadlettered + $11, "
 		    "settled_ts = CASE WHEN $10::bigint > 0 THEN $4::bigint ELSE "
@@ -626,7 +626,7 @@ write_claim(struct claimer *k)
 	}
 	if (k->l_off.n || k->a_off.n)
 		return 0;	/* the group's row went with one of them */
-	TRY(r, pg_q(q, "cannot update group", "UPDATE grp SET pos = "
+	TRY(r, pg_qc(q, "cannot update group", "UPDATE grp SET pos = "
 	    "greatest(pos, $2), delivered = delivered + $3, "
 	    "settled = settled + $4, deadlettered = deadlettered + $5, "
 	    "settled_ts = CASE WHEN $4::bigint > 0 THEN $6::bigint ELSE "
@@ -640,7 +640,7 @@ write_claim(struct claimer *k)
 static int64_t
 next_due(struct pgq *q, int64_t grp, int64_t now)
 {
-	PGresult *r = pg_q(q, "cannot read deliveries", "SELECT min(due) FROM "
+	PGresult *r = pg_qc(q, "cannot read deliveries", "SELECT min(due) FROM "
 	    "delivery WHERE grp = $1 AND state < 2 AND due > $2", 2,
 	    pg_int(q, grp), pg_int(q, now));
 	int64_t v;
@@ -669,7 +669,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* nothing to claim: one read, without any lock */
 	if (!c->woken) {
 		k.now = pg_now();
-		r = pg_q(q, "cannot read deliveries", "SELECT (EXISTS (SELECT 1 "
+		r = pg_qc(q, "cannot read deliveries", "SELECT (EXISTS (SELECT 1 "
 		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3) "
 		    "OR g.pos < t.next_off) AND p <= $3, CASE WHEN p > $3 THEN p "
 		    "ELSE (SELECT min(due) FROM delivery WHERE grp = g.id AND "
@@ -811,7 +811,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 
 	switch (st->how) {
 	case MQ_ACK:
-		TRY(r, pg_q(q, "cannot settle delivery", "DELETE FROM delivery d "
+		TRY(r, pg_qc(q, "cannot settle delivery", "DELETE FROM delivery d "
 		    "WHERE " LIVE " RETURNING since, host, pid", 4, g, off, att,
 		    tok));
 		if (!MATCHED(r)) {
@@ -829,7 +829,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, rc->attempt, now, st->delay, st->reason, &v);
 		st->due = v.due;
-		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
 		    "state = $5, due = $6, consumer = NULL, reason = $7 WHERE "
 		    LIVE " RETURNING since, host, pid", 7, g, off, att, tok,
 		    pg_int(q, v.state), pg_int(q, v.due),
@@ -852,7 +852,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 			return PG_RETRY;
 		return MQ_WENT_DEAD;
 	case MQ_DEAD_LETTER:
-		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
 		    "state = 2, consumer = NULL, reason = $5 WHERE " LIVE
 		    " RETURNING since, host, pid", 5, g, off, att, tok,
 		    st->reason ? st->reason : "dead-lettered"));
@@ -869,14 +869,14 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		pg_notify(q, c->t.id);
 		return MQ_SETTLED;
 	case MQ_EXTEND:
-		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
 		    "due = $5 WHERE " LIVE " RETURNING since, host, pid", 5, g,
 		    off, att, tok, pg_int(q, now + st->extend)));
 		since = PQntuples(r);
 		PQclear(r);
 		return since ? MQ_SETTLED : -1;
 	case MQ_GIVEBACK:
-		TRY(r, pg_q(q, "cannot give back delivery", "INSERT INTO "
+		TRY(r, pg_qc(q, "cannot give back delivery", "INSERT INTO "
 		    "delivery (grp, off, state, due, attempt, key) SELECT $1, "
 		    "$2, 0, $3, $4, key FROM msg WHERE topic = $5 AND off = $2 "
 		    "AND off < (SELECT pos FROM grp WHERE id = $1 FOR SHARE) "
@@ -893,7 +893,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		pg_notify(q, c->t.id);
 		return MQ_SETTLED;
 	default:	/* MQ_RELEASE */
-		TRY(r, pg_q(q, "cannot settle delivery", "UPDATE delivery d SET "
+		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
 		    "state = 0, due = $5, consumer = NULL WHERE " LIVE
 		    " RETURNING since, host, pid", 5, g, off, att, tok,
 		    pg_int(q, now)));
@@ -929,7 +929,7 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 	int64_t n0 = pg_n_take(c->na), off;
 	int i, k, got = 0;
 
-	TRY(r, pg_q(q, "cannot settle delivery", "WITH v AS (SELECT * FROM "
+	TRY(r, pg_qc(q, "cannot settle delivery", "WITH v AS (SELECT * FROM "
 	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
 	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
 	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
@@ -1016,7 +1016,7 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 		c = &gc[i];
 		if (!c->settled && !c->failed && !c->dead)
 			continue;
-		if (!(r = pg_q(q, "cannot update group", "UPDATE grp SET "
+		if (!(r = pg_qc(q, "cannot update group", "UPDATE grp SET "
 		    "settled = settled + $2, failed = failed + $3, "
 		    "deadlettered = deadlettered + $4, settled_ts = CASE WHEN "
 		    "$2::bigint > 0 THEN $5::bigint ELSE settled_ts END "
@@ -1154,11 +1154,11 @@ beat(struct pgq *q, int64_t id, int64_t lease_until)
 
 	if (pg_begin(q))
 		return PG_RETRY;
-	TRY(r, pg_q(q, "cannot update consumer", "UPDATE consumer SET seen = $2 "
+	TRY(r, pg_qc(q, "cannot update consumer", "UPDATE consumer SET seen = $2 "
 	    "WHERE id = $1", 2, pg_int(q, id), pg_int(q, pg_now())));
 	PQclear(r);
 	if (lease_until) {
-		TRY(r, pg_q(q, "cannot extend leases", "UPDATE delivery SET due = "
+		TRY(r, pg_qc(q, "cannot extend leases", "UPDATE delivery SET due = "
 		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2", 2,
 		    pg_int(q, id), pg_int(q, lease_until)));
 		PQclear(r);

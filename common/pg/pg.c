@@ -196,18 +196,23 @@ static void pipe_part(struct pgq *, PGresult **, PGresult **);
  * commit that does not wait for the flush (see pg_begin): one pipeline,
  * one round trip.  Its result, or the first error.
  */
+static int
+send_begin(struct pgq *q)
+{
+	q->begin = 0;
+	return PQsendQueryParams(q->conn, "BEGIN", 0, NULL, NULL, NULL, NULL,
+	    0) && (q->async || PQsendQueryParams(q->conn, "SELECT "
+	    "set_config('synchronous_commit', 'off', true)", 0, NULL, NULL,
+	    NULL, NULL, 0));
+}
+
 static PGresult *
 begin_run(struct pgq *q, const char *sql, int n, const char *const *v,
     const int *len, const int *fmt, const char *what)
 {
 	PGresult *r = NULL, *err = NULL;
 
-	q->begin = 0;
-	if (!PQenterPipelineMode(q->conn) ||
-	    !PQsendQueryParams(q->conn, "BEGIN", 0, NULL, NULL, NULL, NULL,
-	    0) || (!q->async && !PQsendQueryParams(q->conn, "SELECT "
-	    "set_config('synchronous_commit', 'off', true)", 0, NULL, NULL,
-	    NULL, NULL, 0)) ||
+	if (!PQenterPipelineMode(q->conn) || !send_begin(q) ||
 	    !PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0) ||
 	    !PQpipelineSync(q->conn))
 		pg_die(q, NULL, what);
@@ -220,20 +225,12 @@ begin_run(struct pgq *q, const char *sql, int n, const char *const *v,
 	return r;
 }
 
-/*
- * Runs one statement; dies on an error, except a deadlock or
- * serialization failure: then it rolls back and returns NULL, and the
- * operation starts over.  len/fmt may be NULL (all text).
- */
-PGresult *
-pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
-    const int *len, const int *fmt, const char *what)
+/* A statement's result: r; NULL to start over (rolled back); or the end. */
+static PGresult *
+outcome(struct pgq *q, PGresult *r, const char *what)
 {
-	PGresult *r = q->begin ? begin_run(q, sql, n, v, len, fmt, what) :
-	    PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0);
 	ExecStatusType st = PQresultStatus(r);
 
-	q->trips++;
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return r;
 	if (retryable(r)) {
@@ -244,9 +241,99 @@ pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
 	pg_die(q, r, what);
 }
 
-/* pg_run with n text parameters, NULL for SQL NULL. */
+/*
+ * Runs one statement; dies on an error, except a deadlock or
+ * serialization failure: then it rolls back and returns NULL, and the
+ * operation starts over.  len/fmt may be NULL (all text).
+ */
 PGresult *
-pg_q(struct pgq *q, const char *what, const char *sql, int n, ...)
+pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
+    const int *len, const int *fmt, const char *what)
+{
+	q->trips++;
+	return outcome(q, q->begin ? begin_run(q, sql, n, v, len, fmt, what) :
+	    PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0), what);
+}
+
+/*
+ * Prepared statements.  A hot statement (its text a string literal, so
+ * that its address names it) is prepared once a server process, in the
+ * same round trip as its first run, and from then on only executed: the
+ * server does not parse it again.  Its plan is still made for each run's
+ * values (plan_cache_mode, pg_session): a generic plan could read a whole
+ * log.  Returns 0 when it is prepared already, 1 when it is to be now, -1
+ * when there is no room (run it plain); its name in name.
+ */
+static int
+prepared(struct pgq *q, const char *sql, char *name, size_t len)
+{
+	int i, pid = PQbackendPID(q->conn), new = 0;
+
+	if (pid != q->prep_pid) {	/* a new server process */
+		q->nprep = 0;
+		q->prep_pid = pid;
+	}
+	for (i = 0; i < q->nprep && q->prep[i].sql != sql; i++)
+		;
+	if (i == q->nprep) {
+		if (i == PG_NPREP)
+			return -1;
+		q->prep[i].sql = sql;
+		q->prep[i].id = ++q->prep_seq;
+		q->nprep++;
+		new = 1;
+	}
+	snprintf(name, len, "mq_%d", q->prep[i].id);
+	return new;
+}
+
+/* After an error: prepared again, under a new name, when next run. */
+static void
+unprepare(struct pgq *q, const char *sql)
+{
+	int i;
+
+	for (i = 0; i < q->nprep; i++)
+		if (q->prep[i].sql == sql) {
+			q->prep[i] = q->prep[--q->nprep];
+			return;
+		}
+}
+
+/* pg_run of a prepared statement (see prepared): one round trip. */
+PGresult *
+pg_runc(struct pgq *q, const char *sql, int n, const char *const *v,
+    const int *len, const int *fmt, const char *what)
+{
+	PGresult *r = NULL, *err = NULL;
+	char name[16];
+	int prep = prepared(q, sql, name, sizeof name);
+
+	if (prep < 0)
+		return pg_run(q, sql, n, v, len, fmt, what);
+	if (!PQenterPipelineMode(q->conn) || (q->begin && !send_begin(q)) ||
+	    (prep && !PQsendPrepare(q->conn, name, sql, n, NULL)) ||
+	    !PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) ||
+	    !PQpipelineSync(q->conn))
+		pg_die(q, NULL, what);
+	pipe_part(q, &r, &err);
+	PQexitPipelineMode(q->conn);
+	q->trips++;
+	if (err) {
+		PQclear(r);
+		unprepare(q, sql);
+		r = err;
+	}
+	return outcome(q, r, what);
+}
+
+/*
+ * pg_run (prep: pg_runc) with n text parameters, NULL for SQL NULL: pg_q
+ * and pg_qc (pg.h).
+ */
+PGresult *
+pg_qx(struct pgq *q, int prep, const char *what, const char *sql, int n,
+    ...)
 {
 	const char *v[32];
 	va_list ap;
@@ -256,7 +343,8 @@ pg_q(struct pgq *q, const char *what, const char *sql, int n, ...)
 	for (i = 0; i < n && i < 32; i++)
 		v[i] = va_arg(ap, const char *);
 	va_end(ap);
-	return pg_run(q, sql, n, v, NULL, NULL, what);
+	return prep ? pg_runc(q, sql, n, v, NULL, NULL, what) :
+	    pg_run(q, sql, n, v, NULL, NULL, what);
 }
 
 int64_t
@@ -392,6 +480,8 @@ pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
  * pg_run of a statement that commits as it ends (autocommit), and then,
  * in the same round trip (a pipeline), pg_flush.  NULL: start over, as
  * for pg_run; the flush runs only after the statement succeeded.
+ *
+ * The statement is prepared (see prepared), in the same round trip.
  */
 PGresult *
 pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
@@ -399,12 +489,15 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 {
 	PGresult *r = NULL, *flushed = NULL, *err = NULL;
 	const char *nul[1] = { NULL };
+	char name[16];
+	int prep;
 
-	if (q->async)
+	if (q->async || (prep = prepared(q, sql, name, sizeof name)) < 0)
 		return pg_run(q, sql, n, v, len, fmt, what);
 	q->committing = 1;
-	if (!PQenterPipelineMode(q->conn) ||
-	    !PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0) ||
+	if (!PQenterPipelineMode(q->conn) || (prep &&
+	    !PQsendPrepare(q->conn, name, sql, n, NULL)) ||
+	    !PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) ||
 	    !PQpipelineSync(q->conn) ||
 	    !PQsendQueryParams(q->conn, FLUSH_SQL, 1, NULL, nul, NULL, NULL,
 	    0) || !PQpipelineSync(q->conn))
@@ -412,6 +505,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	q->trips++;
 	pipe_part(q, &r, &err);
 	if (err) {		/* the statement failed: no flush to wait for */
+		unprepare(q, sql);
 		PQclear(r);
 		r = NULL;
 		pipe_part(q, &r, &flushed);
@@ -685,9 +779,10 @@ pg_session(struct pgq *q)
 
 	snprintf(sql, sizeof sql, "SET lock_timeout = %lld; "
 	    "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; "
-	    "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000%s",
+	    "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000%s%s",
 	    (long long)q->busy, q->async ? "; SET synchronous_commit = off" :
-	    "");
+	    "", PQserverVersion(q->conn) >= 120000 ?
+	    "; SET plan_cache_mode = force_custom_plan" : "");
 	r = PQexec(q->conn, sql);
 	q->trips++;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)

@@ -21,6 +21,8 @@
 
 #define PG_RETRY	(-100)	/* an operation's attempt: start over */
 
+#define PG_NPREP	32
+
 struct pgq {
 	struct mq	 base;		/* first: the table and the path */
 	PGconn		*conn;
@@ -37,6 +39,11 @@ struct pgq {
 	int64_t		 busy;		/* lock_timeout, ms */
 	int		 async;		/* MQ_SYNC=normal */
 	int64_t		 trips;		/* round trips, for the curious */
+	struct {			/* statements prepared (pg_runc) */
+		const char	*sql;	/* by the address of their text */
+		int		 id;	/* named mq_<id> */
+	}		 prep[PG_NPREP];
+	int		 nprep, prep_seq, prep_pid;
 };
 
 #define PGQ(q)	((struct pgq *)(q))
@@ -47,7 +54,14 @@ void	 pg_die(struct pgq *, PGresult *, const char *what)
 const char *pg_int(struct pgq *, int64_t);
 PGresult *pg_run(struct pgq *, const char *sql, int n, const char *const *v,
 	    const int *len, const int *fmt, const char *what);
-PGresult *pg_q(struct pgq *, const char *what, const char *sql, int n, ...);
+PGresult *pg_runc(struct pgq *, const char *sql, int n,
+	    const char *const *v, const int *len, const int *fmt,
+	    const char *what);
+PGresult *pg_qx(struct pgq *, int prep, const char *what, const char *sql,
+	    int n, ...);
+/* (q, what, sql, n, n text parameters): pg_run's, pg_runc's */
+#define pg_q(q, ...)	pg_qx((q), 0, __VA_ARGS__)
+#define pg_qc(q, ...)	pg_qx((q), 1, __VA_ARGS__)
 PGresult *pg_run_flush(struct pgq *, const char *sql, int n,
 	    const char *const *v, const int *len, const int *fmt,
 	    const char *what);

@@ -186,7 +186,7 @@ pg_group_locked(struct pgq *q, const char *topic, const char *name,
 	int found;
 
 	/* and the topic's pause (claim only needs its id and this) */
-	TRY(r, pg_q(q, "cannot read group", "SELECT " GROUP_COLS ", (SELECT "
+	TRY(r, pg_qc(q, "cannot read group", "SELECT " GROUP_COLS ", (SELECT "
 	    "paused_until FROM topic WHERE name = $1) FROM grp WHERE topic = "
 	    "(SELECT id FROM topic WHERE name = $1) AND name = $2 FOR UPDATE",
 	    2, topic, name));
