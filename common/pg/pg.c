@@ -257,22 +257,24 @@ pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
 
 /*
  * Prepared statements.  A hot statement (its text a string literal, so
- * that its address names it) is prepared once a server process, in the
- * same round trip as its first run, and from then on only executed: the
- * server does not parse it again.  Its plan is still made for each run's
- * values (plan_cache_mode, pg_session): a generic plan could read a whole
- * log.  Returns 0 when it is prepared already, 1 when it is to be now, -1
- * when there is no room (run it plain); its name in name.
+ * that its address names it) is prepared once a session (pg_session
+ * forgets them all, as a new session has none), in the same round trip
+ * as its first run, and from then on only executed: the server does not
+ * parse it again.  Its plan is still made for each run's values
+ * (plan_cache_mode, pg_session): a generic plan could read a whole log;
+ * so a server older than 12, which cannot be told so, gets none.  Names
+ * carry the session's random tag, so that a session a pooler hands on
+ * with another client's statements still in it is no trouble.  Returns 0
+ * when it is prepared already, 1 when it is to be now, -1 to run it
+ * plain; its name in name.
  */
 static int
 prepared(struct pgq *q, const char *sql, char *name, size_t len)
 {
-	int i, pid = PQbackendPID(q->conn), new = 0;
+	int i, new = 0;
 
-	if (pid != q->prep_pid) {	/* a new server process */
-		q->nprep = 0;
-		q->prep_pid = pid;
-	}
+	if (PQserverVersion(q->conn) < 120000)	/* no plan_cache_mode */
+		return -1;
 	for (i = 0; i < q->nprep && q->prep[i].sql != sql; i++)
 		;
 	if (i == q->nprep) {
@@ -283,16 +285,22 @@ prepared(struct pgq *q, const char *sql, char *name, size_t len)
 		q->nprep++;
 		new = 1;
 	}
-	snprintf(name, len, "mq_%d", q->prep[i].id);
+	snprintf(name, len, "mq_%08x_%d", q->prep_tag, q->prep[i].id);
 	return new;
 }
 
-/* After an error: prepared again, under a new name, when next run. */
+/*
+ * After an error in a pipeline whose statement number at (from 0) was a
+ * Prepare: if it did not go through, it is prepared again (under a new
+ * name) when next run.  One that went through stays, and is used.
+ */
 static void
-unprepare(struct pgq *q, const char *sql)
+unprepare(struct pgq *q, const char *sql, int at)
 {
 	int i;
 
+	if (q->pipe_oks > at)
+		return;
 	for (i = 0; i < q->nprep; i++)
 		if (q->prep[i].sql == sql) {
 			q->prep[i] = q->prep[--q->nprep];
@@ -306,11 +314,13 @@ pg_runc(struct pgq *q, const char *sql, int n, const char *const *v,
     const int *len, const int *fmt, const char *what)
 {
 	PGresult *r = NULL, *err = NULL;
-	char name[16];
-	int prep = prepared(q, sql, name, sizeof name);
+	char name[32];
+	int prep = prepared(q, sql, name, sizeof name), at = 0;
 
 	if (prep < 0)
 		return pg_run(q, sql, n, v, len, fmt, what);
+	if (q->begin)
+		at = q->async ? 1 : 2;	/* the statements send_begin sends */
 	if (!PQenterPipelineMode(q->conn) || (q->begin && !send_begin(q)) ||
 	    (prep && !PQsendPrepare(q->conn, name, sql, n, NULL)) ||
 	    !PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) ||
@@ -321,7 +331,8 @@ pg_runc(struct pgq *q, const char *sql, int n, const char *const *v,
 	q->trips++;
 	if (err) {
 		PQclear(r);
-		unprepare(q, sql);
+		if (prep)
+			unprepare(q, sql, at);
 		r = err;
 	}
 	return outcome(q, r, what);
@@ -439,7 +450,8 @@ pg_flush(struct pgq *q, const char *lsn)
 /*
  * The results of one part of a pipeline, up to its sync: the last
  * statement's is kept in *keep, the first error in *err (a lost
- * connection is one).
+ * connection is one); q->pipe_oks counts the statements that went
+ * through (from the first on: after an error, none does).
  */
 static void
 pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
@@ -447,6 +459,7 @@ pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
 	PGresult *r;
 	int nulls = 0;
 
+	q->pipe_oks = 0;
 	while (nulls < 2) {
 		if (!(r = PQgetResult(q->conn))) {
 			nulls++;	/* the end of a statement's results */
@@ -461,6 +474,7 @@ pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
 		case PGRES_COMMAND_OK:
 			PQclear(*keep);		/* the last statement's */
 			*keep = r;
+			q->pipe_oks++;
 			continue;
 		case PGRES_PIPELINE_ABORTED:
 			break;
@@ -489,7 +503,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 {
 	PGresult *r = NULL, *flushed = NULL, *err = NULL;
 	const char *nul[1] = { NULL };
-	char name[16];
+	char name[32];
 	int prep;
 
 	if (q->async || (prep = prepared(q, sql, name, sizeof name)) < 0)
@@ -505,7 +519,8 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	q->trips++;
 	pipe_part(q, &r, &err);
 	if (err) {		/* the statement failed: no flush to wait for */
-		unprepare(q, sql);
+		if (prep)
+			unprepare(q, sql, 0);
 		PQclear(r);
 		r = NULL;
 		pipe_part(q, &r, &flushed);
@@ -788,6 +803,10 @@ pg_session(struct pgq *q)
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		pg_die(q, r, "cannot set up the connection");
 	PQclear(r);
+	/* a new session has nothing prepared; names that no other client of
+	   a pooled server session used */
+	q->nprep = 0;
+	q->prep_tag = arc4random();
 }
 
 struct mq *

@@ -43,7 +43,9 @@ struct pgq {
 		const char	*sql;	/* by the address of their text */
 		int		 id;	/* named mq_<id> */
 	}		 prep[PG_NPREP];
-	int		 nprep, prep_seq, prep_pid;
+	int		 nprep, prep_seq;
+	uint32_t	 prep_tag;	/* in their names: this session's */
+	int		 pipe_oks;	/* statements that went through */
 };
 
 #define PGQ(q)	((struct pgq *)(q))
