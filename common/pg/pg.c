@@ -190,40 +190,8 @@ retryable(PGresult *r)
 }
 
 static void pipe_part(struct pgq *, PGresult **, PGresult **);
-
-/*
- * The first statement of a write transaction, with its BEGIN and the
- * commit that does not wait for the flush (see pg_begin): one pipeline,
- * one round trip.  Its result, or the first error.
- */
-static int
-send_begin(struct pgq *q)
-{
-	q->begin = 0;
-	return PQsendQueryParams(q->conn, "BEGIN", 0, NULL, NULL, NULL, NULL,
-	    0) && (q->async || PQsendQueryParams(q->conn, "SELECT "
-	    "set_config('synchronous_commit', 'off', true)", 0, NULL, NULL,
-	    NULL, NULL, 0));
-}
-
-static PGresult *
-begin_run(struct pgq *q, const char *sql, int n, const char *const *v,
-    const int *len, const int *fmt, const char *what)
-{
-	PGresult *r = NULL, *err = NULL;
-
-	if (!PQenterPipelineMode(q->conn) || !send_begin(q) ||
-	    !PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0) ||
-	    !PQpipelineSync(q->conn))
-		pg_die(q, NULL, what);
-	pipe_part(q, &r, &err);
-	PQexitPipelineMode(q->conn);
-	if (err) {
-		PQclear(r);
-		return err;
-	}
-	return r;
-}
+static PGresult *piped(struct pgq *, const char *, const char *, int, int,
+    const char *const *, const int *, const int *, const char *);
 
 /* A statement's result: r; NULL to start over (rolled back); or the end. */
 static PGresult *
@@ -251,8 +219,8 @@ pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
     const int *len, const int *fmt, const char *what)
 {
 	q->trips++;
-	return outcome(q, q->begin ? begin_run(q, sql, n, v, len, fmt, what) :
-	    PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0), what);
+	return outcome(q, q->begin ? piped(q, sql, NULL, 0, n, v, len, fmt,
+	    what) : PQexecParams(q->conn, sql, n, NULL, v, len, fmt, 0), what);
 }
 
 /*
@@ -308,34 +276,54 @@ unprepare(struct pgq *q, const char *sql, int at)
 		}
 }
 
+/*
+ * One statement in a pipeline, one round trip: with the BEGIN of its
+ * write transaction when that is not sent yet (and the commit that does
+ * not wait for the flush: see pg_begin), and with its Prepare when prep
+ * (name: a prepared statement's, else NULL).  Its result, or the first
+ * error.
+ */
+static PGresult *
+piped(struct pgq *q, const char *sql, const char *name, int prep, int n,
+    const char *const *v, const int *len, const int *fmt, const char *what)
+{
+	PGresult *r = NULL, *err = NULL;
+	int begin = q->begin, at = !begin ? 0 : q->async ? 1 : 2;
+
+	q->begin = 0;
+	if (!PQenterPipelineMode(q->conn) || (begin &&
+	    !PQsendQueryParams(q->conn, "BEGIN", 0, NULL, NULL, NULL, NULL,
+	    0)) || (begin && !q->async && !PQsendQueryParams(q->conn, "SELECT "
+	    "set_config('synchronous_commit', 'off', true)", 0, NULL, NULL,
+	    NULL, NULL, 0)) || (prep &&
+	    !PQsendPrepare(q->conn, name, sql, n, NULL)) || !(name ?
+	    PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) :
+	    PQsendQueryParams(q->conn, sql, n, NULL, v, len, fmt, 0)) ||
+	    !PQpipelineSync(q->conn))
+		pg_die(q, NULL, what);
+	pipe_part(q, &r, &err);
+	PQexitPipelineMode(q->conn);
+	if (!err)
+		return r;
+	PQclear(r);
+	if (prep)
+		unprepare(q, sql, at);	/* at: the Prepare's place */
+	return err;
+}
+
 /* pg_run of a prepared statement (see prepared): one round trip. */
 PGresult *
 pg_runc(struct pgq *q, const char *sql, int n, const char *const *v,
     const int *len, const int *fmt, const char *what)
 {
-	PGresult *r = NULL, *err = NULL;
 	char name[32];
-	int prep = prepared(q, sql, name, sizeof name), at = 0;
+	int prep = prepared(q, sql, name, sizeof name);
 
 	if (prep < 0)
 		return pg_run(q, sql, n, v, len, fmt, what);
-	if (q->begin)
-		at = q->async ? 1 : 2;	/* the statements send_begin sends */
-	if (!PQenterPipelineMode(q->conn) || (q->begin && !send_begin(q)) ||
-	    (prep && !PQsendPrepare(q->conn, name, sql, n, NULL)) ||
-	    !PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) ||
-	    !PQpipelineSync(q->conn))
-		pg_die(q, NULL, what);
-	pipe_part(q, &r, &err);
-	PQexitPipelineMode(q->conn);
 	q->trips++;
-	if (err) {
-		PQclear(r);
-		if (prep)
-			unprepare(q, sql, at);
-		r = err;
-	}
-	return outcome(q, r, what);
+	return outcome(q, piped(q, sql, name, prep, n, v, len, fmt, what),
+	    what);
 }
 
 /*

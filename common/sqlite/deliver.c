@@ -505,6 +505,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct sq *q = SQ(mq);
 	struct claimer k;
 	sqlite3_stmt *s;
+	int64_t paused;
 
 	memset(&k, 0, sizeof k);
 	k.q = q;
@@ -519,11 +520,10 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		sq_begin_read(q);
 		k.now = mq_now();
 		if (sq_need(q, c->topic, c->group, &k.t, &k.g) == 0 &&
-		    (mq_paused(&k.t, &k.g, k.now) ||
+		    ((paused = mq_paused(&k.t, &k.g, k.now)) ||
 		    !claimable(q, &k.g, k.now))) {
 			if (next)
-				*next = mq_paused(&k.t, &k.g, k.now) ?
-				    mq_paused(&k.t, &k.g, k.now) :
+				*next = paused ? paused :
 				    next_due(q, &k.g, k.now);
 			sq_rollback(q);
 			return 0;
@@ -539,9 +539,9 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		sq_group_ensure(q, &k.t, c->group, c->latest, &k.g);
 		k.changed = 1;
 	}
-	if (mq_paused(&k.t, &k.g, k.now)) {	/* nothing until it ends */
+	if ((paused = mq_paused(&k.t, &k.g, k.now))) {	/* until it ends */
 		if (next)
-			*next = mq_paused(&k.t, &k.g, k.now);
+			*next = paused;
 		if (k.changed)
 			sq_commit(q, SQ_SEEN);
 		else

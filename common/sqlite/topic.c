@@ -196,6 +196,19 @@ sq_topic_list(struct mq *mq, struct mq_topic **out)
 	return n;
 }
 
+/* One column of a row (sql: ?1 its id, ?2 the value): v, or NULL for 0. */
+static void
+set_or_null(struct sq *q, const char *sql, int64_t id, int64_t v,
+    const char *what)
+{
+	sqlite3_stmt *s = sq_stmt(q, sql);
+
+	sqlite3_bind_int64(s, 1, id);
+	if (v)
+		sqlite3_bind_int64(s, 2, v);
+	sq_step(q, s, what);
+}
+
 static void
 topic_set(struct sq *q, int64_t id, const struct mq_topic_conf *c)
 {
@@ -224,12 +237,8 @@ topic_set(struct sq *q, int64_t id, const struct mq_topic_conf *c)
 		sq_step(q, s, "cannot update topic");
 	}
 	if (c->paused_until != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE topic SET paused_until = ?2 "
-		    "WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, id);
-		if (c->paused_until)
-			sqlite3_bind_int64(s, 2, c->paused_until);
-		sq_step(q, s, "cannot update topic");
+		set_or_null(q, "UPDATE topic SET paused_until = ?2 "
+		    "WHERE id = ?1", id, c->paused_until, "cannot update topic");
 		sq_touch(q, id);	/* a resume wakes its consumers */
 	}
 }
@@ -367,18 +376,6 @@ sq_group_get(struct mq *mq, const char *topic, const char *name,
 	return rc == 0;
 }
 
-/* One column of a group's row: v, or NULL for 0. */
-static void
-set_or_null(struct sq *q, const char *sql, int64_t id, int64_t v)
-{
-	sqlite3_stmt *s = sq_stmt(q, sql);
-
-	sqlite3_bind_int64(s, 1, id);
-	if (v)
-		sqlite3_bind_int64(s, 2, v);
-	sq_step(q, s, "cannot update group");
-}
-
 /* Creates topic and group as needed; returns 1 when the group is new. */
 int
 sq_group_conf(struct mq *mq, const char *topic, const char *name,
@@ -419,10 +416,10 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 	}
 	if (c->paused_until != MQ_KEEP)
 		set_or_null(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1",
-		    g->id, c->paused_until);
+		    g->id, c->paused_until, "cannot update group");
 	if (c->timeout != MQ_KEEP)
 		set_or_null(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
-		    g->id, c->timeout);
+		    g->id, c->timeout, "cannot update group");
 	sq_group_row(q, t.id, name, g);
 	sq_touch(q, t.id);	/* a new lease or order may free work */
 	sq_commit(q, SQ_DURABLE);
