@@ -180,7 +180,10 @@ uninstall:
 	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; done
 	rm -f $(DESTDIR)$(ZSHCOMPDIR)/_mq $(DESTDIR)$(MANDIR)/man7/mq.7 \
 	    $(DESTDIR)$(MANDIR)/man5/mq.5
-	rm -rf $(DESTDIR)$(EXAMPLEDIR)
+	rm -f $(DESTDIR)$(EXAMPLEDIR)/mq-worker.service \
+	    $(DESTDIR)$(EXAMPLEDIR)/mq-batch.service \
+	    $(DESTDIR)$(EXAMPLEDIR)/mq-batch.timer
+	-rmdir $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
 
 clean:
 	rm -rf build build-asan

@@ -37,7 +37,7 @@ static const char *const help[] = {
 	"--json",			"print JSON lines",
 	"--lease DUR",			"lease the messages for DUR",
 	"-n, --count N",		"receive up to N messages (0: all ready)",
-	"--timeout DUR",		"stop a command that runs longer",
+	"--timeout DUR|none",		"stop a command that runs longer",
 	"--max-time DUR",		"take no message after DUR",
 	"--empty-ok",			"exit 0, not 1, when nothing came",
 	"-v, --verbose",		"a line per message a command settled",
@@ -168,8 +168,11 @@ main(int argc, char *argv[])
 				mq_usage_err("invalid lease: must be "
 				    "above zero");
 			break;
-		case 't':
-			if ((timeout = mq_duration_arg(optarg, "timeout")) < 1)
+		case 't':	/* none: -1, no limit, not even the group's */
+			if (!strcmp(optarg, "none"))
+				timeout = -1;
+			else if ((timeout = mq_duration_arg(optarg,
+			    "timeout")) < 1)
 				mq_usage_err("invalid timeout: must be above "
 				    "zero");
 			break;
@@ -226,6 +229,8 @@ main(int argc, char *argv[])
 	if (argc > 2) {
 		if (!timeout && mq_group_get(q, cl->topic, cl->group, &g) > 0)
 			timeout = g.timeout;	/* the group's; 0: none */
+		if (timeout < 0)
+			timeout = 0;
 		status = mq_exec_run(q, &f, argv + 2, jobs, timeout);
 		mq_close(q);
 		if (status == MQ_EX_NONE && empty_ok)

@@ -84,12 +84,9 @@ mq_usage_err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fprintf(stderr, "%s: ", mq_prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	mq_vwarn(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	mq_usage();
 }
 

@@ -36,8 +36,8 @@ mq_setprog(const char *argv0)
 	}
 }
 
-static void
-vwarn(const char *fmt, va_list ap)
+void
+mq_vwarn(const char *fmt, va_list ap)
 {
 	int saved = errno;
 	size_t n = strlen(fmt);
@@ -56,7 +56,7 @@ mq_warn(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vwarn(fmt, ap);
+	mq_vwarn(fmt, ap);
 	va_end(ap);
 }
 
@@ -66,7 +66,7 @@ mq_die(int status, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vwarn(fmt, ap);
+	mq_vwarn(fmt, ap);
 	va_end(ap);
 	exit(status);
 }

@@ -13,6 +13,7 @@
 #ifndef MQ_H
 #define MQ_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
@@ -40,6 +41,7 @@ void	 mq_setprog(const char *argv0);
 void	 mq_die(int status, const char *fmt, ...)
 	    __attribute__((noreturn, format(printf, 2, 3)));
 void	 mq_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	 mq_vwarn(const char *fmt, va_list) __attribute__((format(printf, 1, 0)));
 void	*mq_alloc(size_t n);
 void	*mq_array(void *p, size_t n, size_t size);
 char	*mq_strdup(const char *s);

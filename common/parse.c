@@ -352,13 +352,18 @@ mq_parse_receipt(const char *s, struct mq_receipt *r)
 int64_t
 mq_pause_arg(const char *s)
 {
-	int64_t d;
+	int64_t d, now = mq_now();
 
 	if (!strcmp(s, "forever"))
 		return INT64_MAX;
 	if (mq_parse_duration(s, &d) == 0)
-		return mq_now() + d;
-	return mq_time_arg(s, "pause end");
+		return now + d;
+	if (mq_parse_time(s, now, &d) < 0)
+		mq_die(MQ_EX_DATAERR, "invalid pause end '%s': want forever, a "
+		    "duration from now (2h) or a time (ISO 8601, @EPOCH)", s);
+	if (d <= now)
+		mq_die(MQ_EX_DATAERR, "invalid pause end '%s': it is past", s);
+	return d;
 }
 
 /* mq-topic create and set: key=value settings; dies 64 on a bad one. */

@@ -136,7 +136,8 @@ _mq() {
 		    --force --dead --group --vacuum --dry-run --quiet --help
 		    --version' ;;
 	mq-topic)
-		argopts='-d --db --lease --max-attempts --backoff --from --pause'
+		argopts='-d --db --lease --max-attempts --backoff --from --pause
+		    --timeout'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;

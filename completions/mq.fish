@@ -105,7 +105,7 @@ complete -c mq-send -l dedup -x -d 'drop the message if ID came within the windo
 complete -c mq-send -l dedup-field -x -d 'take the dedup id from tab field N'
 
 # mq-recv TOPIC [-- COMMAND [ARG...]]
-set -l a -d --db -g --group -j --jobs -n --count -w --wait --lease --format --from
+set -l a -d --db -g --group -j --jobs -n --count -w --wait --lease --format --from --timeout --max-time
 set -l r 'not __mq_dashdash'
 complete -c mq-recv -n "$r; and __mq_nop 0 $a" -a '(__mq_topics)' -d topic
 complete -c mq-recv -n "$r; and __mq_nop 1 $a" -a -- -d 'then a command to run per message'
@@ -192,7 +192,7 @@ complete -c mq-purge -s q -l quiet -d 'print nothing but errors and warnings'
 complete -c mq-purge -l vacuum -d 'give the free space back to the system'
 
 # mq-topic COMMAND ...
-set -l a -d --db --lease --max-attempts --backoff --from
+set -l a -d --db --lease --max-attempts --backoff --from --pause --timeout
 set -l sub "__mq_nop 0 $a"
 complete -c mq-topic -n $sub -a create -d 'create a topic'
 complete -c mq-topic -n $sub -a list -d 'list the topics'

@@ -46,6 +46,31 @@ complete_line() {
 	assert_output --messages
 }
 
+# argopts PROG: the options PROG's --help shows with an argument.
+argopts() {
+	"$1" --help | sed -n 's/^ *\(-[A-Za-z0-9], \)\{0,1\}\(--[a-z-]*\) [A-Za-z[].*/\2/p'
+}
+
+@test "bash: after every option that takes an argument, and its argument, the operands go on" {
+	mq-topic group jobs workers >/dev/null
+	local p o n=0
+	for p in mq-send mq-recv mq-replay mq-purge; do
+		for o in $(argopts "$p"); do
+			[ "$o" != --db ] || continue
+			run -0 complete_line "$p" "$o" x ""
+			[ "$output" = jobs ] || fail "$p $o x <TAB>: '$output', not jobs"
+			n=$((n + 1))
+		done
+	done
+	for o in $(argopts mq-topic); do
+		[ "$o" != --db ] || continue
+		run -0 complete_line mq-topic group "$o" x jobs ""
+		[ "$output" = workers ] || fail "mq-topic group $o x jobs <TAB>: '$output', not workers"
+		n=$((n + 1))
+	done
+	[ "$n" -gt 20 ] || fail "only $n options found in the --help output"
+}
+
 @test "fish: the completions load" {
 	command -v fish >/dev/null || skip "no fish here"
 	run -0 fish -c "source '$BATS_TEST_DIRNAME/../completions/mq.fish'"

@@ -131,6 +131,11 @@ error: disk full"
 	run -0 mq-recv -g h --timeout 60s t -- sh -c 'sleep 0.5; cat'
 	assert_output m
 	[ "$(sql "SELECT settled FROM grp WHERE name = 'h'")" = 1 ]
+	# and none lifts the group's limit
+	mq-topic group t i --timeout 100ms >/dev/null
+	run -0 mq-recv -g i --timeout none t -- sh -c 'sleep 0.5; cat'
+	assert_output m
+	[ "$(sql "SELECT settled FROM grp WHERE name = 'i'")" = 1 ]
 }
 
 @test "--timeout: not without a command, not zero; a handler within it is not touched" {

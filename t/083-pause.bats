@@ -66,9 +66,15 @@ teardown() {
 	mq-topic group t g >/dev/null
 	before=$(db_state)
 	run -65 --separate-stderr mq-topic group t g --pause someday
-	stderr_has "invalid pause end 'someday'"
+	stderr_has "invalid pause end 'someday': want forever, a duration from now"
 	run -65 --separate-stderr mq-topic set t paused=someday
 	stderr_has "invalid pause end 'someday'"
+	# an end already past would pause nothing
+	for past in yesterday now 2020-01-01; do
+		run -65 --separate-stderr mq-topic group t g --pause "$past"
+		stderr_has "invalid pause end '$past': it is past"
+	done
+	run -65 --separate-stderr mq-topic set t paused=yesterday
 	run -64 --separate-stderr mq-topic group t g --pause
 	[ "$(db_state)" = "$before" ]
 }
