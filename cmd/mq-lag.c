@@ -164,7 +164,7 @@ main(int argc, char *argv[])
 	int c, mode = 0, view = 0, quiet = 0, breaches = 0, items = 0;
 
 	mq_begin(argv, synopsis, help);
-	while ((c = getopt_long(argc, argv, "d:hk:mn:qV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:hk:n:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dbpath = optarg; break;
 		case 'J': mode = 'J'; break;
@@ -213,10 +213,21 @@ main(int argc, char *argv[])
 		lag.topic = mq_name_arg(argv[0], "topic");
 	if (argc > 1)
 		lag.group = mq_name_arg(argv[1], "group");
-	if (items)	/* a group's messages: list.c */
-		return mq_list_cmd(dbpath, &list, limit, mode == 'J', mode ==
-		    'P' || view || quiet || wide || every >= 0 || mq_lag_limits(),
-		    argc, argv);
+	if (items) {	/* a group's messages: list.c */
+		if (mode == 'P' || view || quiet || wide || every >= 0 ||
+		    mq_lag_limits())
+			mq_usage_err("--messages goes with no other view, "
+			    "threshold or -q");
+		if (argc != 2)
+			mq_usage_err("--messages wants TOPIC and GROUP");
+		list.topic = lag.topic;
+		list.group = lag.group;
+		q = mq_open(dbpath, MQ_READ);
+		mq_catch_stop();
+		mq_list_print(stdout, q, &list, limit, mode == 'J');
+		mq_close(q);
+		return mq_finish();
+	}
 	if (list.states || list.key || limit || list.from != 1 ||
 	    list.to != INT64_MAX)
 		mq_usage_err("--state, -k, -n, --from-offset and "
@@ -236,12 +247,14 @@ main(int argc, char *argv[])
 
 	q = mq_open(dbpath, MQ_READ);
 	mq_catch_stop();
+	/* a missing name is said before --watch takes the screen */
+	mq_lag_collect(q, &lag);
+	mq_lag_limits_known(&lag);
 	if (every >= 0) {
 		watch(q, every);
 		mq_close(q);
 		return mq_finish();
 	}
-	mq_lag_collect(q, &lag);
 	if (!quiet) {
 		if (view == 'T')
 			mq_lag_topics(stdout, &lag, mode == 'J');

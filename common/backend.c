@@ -251,11 +251,32 @@ mq_move(struct mq *q, const char *topic, const char *group,
 	return q->be->move(q, topic, group, m, out);
 }
 
+/*
+ * An offset named twice is one dead letter: the backend sees each once,
+ * and found says for every place whether its offset was one.
+ */
 int
 mq_redrive(struct mq *q, const char *topic, const char *group,
     const int64_t *offs, int *found, int n, int dry, int64_t *count)
 {
-	return q->be->redrive(q, topic, group, offs, found, n, dry, count);
+	int64_t *u = n ? mq_array(NULL, n, sizeof *u) : NULL;
+	int *at = n ? mq_array(NULL, n, sizeof *at) : NULL;
+	int i, j, nu = 0, rc;
+
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < nu && u[j] != offs[i]; j++)
+			;
+		if (j == nu)
+			u[nu++] = offs[i];
+		at[i] = j;
+	}
+	rc = q->be->redrive(q, topic, group, n ? u : offs, found, nu, dry,
+	    count);
+	for (i = n - 1; i >= 0; i--)	/* found[at[i]], at[i] <= i */
+		found[i] = found[at[i]];
+	free(u);
+	free(at);
+	return rc;
 }
 
 int

@@ -16,18 +16,12 @@
  * One consistent snapshot of the rows of L->topic and L->group (every
  * one when NULL); a named topic or group that does not exist exits 66.
  */
-static void limits_known(const struct mq_lag *);
-
 void
 mq_lag_collect(struct mq *q, struct mq_lag *L)
 {
-	static int checked;
-
 	free(L->rows);
 	L->rows = NULL;
 	mq_check(mq_snapshot(q, L), L->topic, L->group);
-	if (!checked++)
-		limits_known(L);
 }
 
 int64_t
@@ -50,6 +44,7 @@ void
 mq_lag_json(FILE *f, const struct mq_lag *L)
 {
 	char ts[40], old[40];
+	int64_t p;
 	int i;
 
 	mq_rfc3339(L->now, ts, sizeof ts);
@@ -84,13 +79,12 @@ mq_lag_json(FILE *f, const struct mq_lag *L)
 				    "\"oldest_epoch\":null");
 			json_ms(f, "last_settle_ms", r->g.settled_ts);
 			/* the group's or its topic's, while it lasts */
-			if (mq_paused(&r->t, &r->g, L->now) == INT64_MAX)
+			if ((p = mq_paused(&r->t, &r->g, L->now)) == INT64_MAX)
 				fprintf(f, ",\"paused\":true,"
 				    "\"paused_until_ms\":null");
-			else if (mq_paused(&r->t, &r->g, L->now))
+			else if (p)
 				fprintf(f, ",\"paused\":true,"
-				    "\"paused_until_ms\":%lld", (long long)
-				    mq_paused(&r->t, &r->g, L->now));
+				    "\"paused_until_ms\":%lld", (long long)p);
 			else
 				fprintf(f, ",\"paused\":false");
 		} else
@@ -224,6 +218,8 @@ mq_lag_table(FILE *f, const struct mq_lag *L, int how)
 
 		memset(rows[i].hot, 0, sizeof rows[i].hot);
 		mq_human_count(r->t.next_off - 1, v[2], 32);
+		/* a topic's, with or without groups */
+		rows[i].hot[2] = mq_lag_breached(L, r, MQ_LIM_SILENCE);
 		if (!r->has_group) {
 			for (k = 3; k < NCOL; k++)
 				strcpy(v[k], "-");
@@ -251,7 +247,6 @@ mq_lag_table(FILE *f, const struct mq_lag *L, int how)
 		rows[i].hot[6] = mq_lag_breached(L, r, MQ_LIM_EXPIRED);
 		rows[i].hot[9] = r->s.dead > 0;
 		rows[i].hot[10] = mq_lag_breached(L, r, MQ_LIM_AGE);
-		rows[i].hot[2] = mq_lag_breached(L, r, MQ_LIM_SILENCE);
 		rows[i].hot[4] |= mq_lag_breached(L, r, MQ_LIM_IDLE);
 	}
 	for (k = n = 0; k < NCOL; k++)
@@ -442,8 +437,8 @@ mq_lag_limit(int what, char *arg)
  * (a cron alert that could never fire): 64.  Named ones are looked for
  * among the rows shown (all of them without TOPIC and GROUP operands).
  */
-static void
-limits_known(const struct mq_lag *L)
+void
+mq_lag_limits_known(const struct mq_lag *L)
 {
 	const struct limit *l;
 	const struct mq_lag_row *r;

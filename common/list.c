@@ -9,6 +9,7 @@
 #include "mq.h"
 
 #define CHUNK		256
+#define TABLE_MAX	1000	/* rows of a table without -n */
 #define REASON_MAX	20	/* bytes of a reason in the table */
 #define BODY_MAX	64	/* of a body, and at least BODY_MIN of it */
 #define BODY_MIN	12
@@ -209,17 +210,22 @@ print_rows(FILE *f, struct rows *t)
 }
 
 /*
- * Prints the group's messages from l->from on, at most limit (0: all),
- * a chunk at a time; the table once all are read.
+ * Prints the group's messages from l->from on, at most limit (0: all;
+ * the table, which is drawn once all are read, TABLE_MAX and a line on
+ * stderr when there are more), a chunk at a time.
  */
 void
 mq_list_print(FILE *f, struct mq *q, struct mq_list *l, long limit, int json)
 {
 	struct mq_item *it = mq_array(NULL, CHUNK, sizeof *it);
 	struct rows rows = { NULL, NULL, 0 };
-	long got = 0;
+	long got = 0, cap = 0;
 	int i, n, want;
 
+	if (!l->states)
+		l->states = (1 << MQ_I_NSTATES) - 1;
+	if (!json && !limit)	/* one more, to know there are more */
+		limit = cap = TABLE_MAX + 1;
 	l->now = mq_now();
 	do {
 		want = CHUNK;
@@ -230,7 +236,7 @@ mq_list_print(FILE *f, struct mq *q, struct mq_list *l, long limit, int json)
 		for (i = 0; i < n; i++) {
 			if (json)
 				json_item(f, l, &it[i]);
-			else
+			else if (got + i < TABLE_MAX || !cap)
 				row(&rows, l, &it[i]);
 			l->from = it[i].off + 1;
 			mq_item_free(&it[i]);
@@ -239,31 +245,8 @@ mq_list_print(FILE *f, struct mq *q, struct mq_list *l, long limit, int json)
 	} while (n == want && !mq_stop && (!limit || got < limit));
 	if (!json)
 		print_rows(f, &rows);
+	if (cap && got == cap)
+		mq_warn("more than %d messages: the first %d shown (-n N shows "
+		    "N, --json all)", TABLE_MAX, TABLE_MAX);
 	free(it);
-}
-
-/*
- * mq-lag --messages TOPIC GROUP: opens, prints, closes; the exit status.
- * With others (another view, a threshold, -q) a usage error.
- */
-int
-mq_list_cmd(const char *dbpath, struct mq_list *l, long limit, int json,
-    int others, int argc, char *argv[])
-{
-	struct mq *q;
-
-	if (others)
-		mq_usage_err("--messages goes with no other view, threshold "
-		    "or -q");
-	if (argc != 2)
-		mq_usage_err("--messages wants TOPIC and GROUP");
-	l->topic = mq_name_arg(argv[0], "topic");
-	l->group = mq_name_arg(argv[1], "group");
-	if (!l->states)
-		l->states = (1 << MQ_I_NSTATES) - 1;
-	q = mq_open(dbpath, MQ_READ);
-	mq_catch_stop();
-	mq_list_print(stdout, q, l, limit, json);
-	mq_close(q);
-	return mq_finish();
 }

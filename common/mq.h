@@ -306,8 +306,6 @@ int	 mq_list(struct mq *, const struct mq_list *, struct mq_item *out,
 	    int max);
 void	 mq_item_free(struct mq_item *);
 int	 mq_item_states(const char *list);
-int	 mq_list_cmd(const char *dbpath, struct mq_list *, long limit, int json,
-	    int others, int argc, char *argv[]);
 void	 mq_list_print(FILE *, struct mq *, struct mq_list *, long limit,
 	    int json);
 
@@ -493,6 +491,7 @@ int	 mq_want_colour(FILE *);
 
 /* lag.c: what mq-lag reports, in its machine forms */
 void	 mq_lag_collect(struct mq *, struct mq_lag *);
+void	 mq_lag_limits_known(const struct mq_lag *);
 int64_t	 mq_lag_age(const struct mq_lag *, const struct mq_lag_row *);
 void	 mq_lag_json(FILE *, const struct mq_lag *);
 void	 mq_lag_prometheus(FILE *, const struct mq_lag *);

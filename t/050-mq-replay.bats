@@ -557,12 +557,17 @@ send10() {
 	run -1 --separate-stderr mq-replay -g g --dead --offset 2 --offset 9 --dry-run t
 	assert_output 't/g: would redrive 1 dead letter'
 	assert_equal "$stderr" "mq-replay: offset 9 is not a dead letter of t/g"
+	# an offset named twice is one dead letter, in both
+	run -0 --separate-stderr mq-replay -g g --dead --offset 2 --offset 2 --dry-run t
+	assert_output 't/g: would redrive 1 dead letter'
+	assert_equal "$stderr" ""
 	[ "$(state)" = "$before" ]
 	run -1 mq-recv -g g t
 
 	# --offset N: only that one
-	run -0 mq-replay -g g --dead --offset 2 t
+	run -0 --separate-stderr mq-replay -g g --dead --offset 2 --offset 2 t
 	assert_output 't/g: 1 dead letter redriven'
+	assert_equal "$stderr" ""
 	run -0 mq-recv -g g -n 0 --format '%o %a %b\n' t
 	assert_output '2 1 b'
 

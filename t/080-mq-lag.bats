@@ -810,6 +810,16 @@ scratch() {
 	    fail "no colour on a terminal"
 	[[ $(tm capture-pane -e -p -t n) != *"${esc}["* ]] ||
 	    fail "colour on a terminal with NO_COLOR"
+	# a silent topic with no group is drawn hot too
+	mq-send -q lone x
+	sleep 0.2
+	tm new-session -d -s s -x 200 -y 20 "MQ_DB=$db $bin --max-silence lone=100ms; sleep 300"
+	lone() {
+		tm capture-pane -p -t s | grep -Eq '^lone '
+	}
+	wait_for 15 lone
+	[[ $(tm capture-pane -e -p -t s | grep 'lone ') == *"${esc}[31m"* ]] ||
+	    fail "the silent topic lone is not drawn hot (red)"
 }
 
 @test "--watch redraws in a terminal and quits on q" {
@@ -840,6 +850,16 @@ scratch() {
 	# --watch goes alone
 	run -64 mq-lag --watch 1s --json
 	run -64 mq-lag --watch 10ms
+	# a name that is not there is said on the terminal, not on the
+	# screen --watch would have drawn and then taken away
+	tm new-session -d -s e -x 200 -y 20 "MQ_DB=$db $bin --watch 1s --max-lag typo=5; echo rc=\$?; sleep 300"
+	said() {
+		tm capture-pane -p -t e | grep -q '^rc='
+	}
+	wait_for 30 said
+	run -0 tm capture-pane -p -t e
+	assert_line 'rc=64'
+	assert_line --partial 'no such group: typo'
 }
 
 @test "--watch ends quietly when its reader goes away: 74, nothing on stderr" {

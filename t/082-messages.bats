@@ -112,6 +112,27 @@ scenario() {
 	[ "$(jq -r .state <<<"$output" | sort | uniq -c | awk '{ print $2 "=" $1 }' | paste -sd' ')" = "inflight=300 pending=400" ]
 }
 
+@test "the table stops at 1000 rows and says so; -n and --json go on" {
+	mq-topic group t g >/dev/null
+	seq 1 1003 | mq-send -q t
+	run -0 --separate-stderr mq-lag --messages t g
+	assert_equal "${#lines[@]}" 1001	# and the header
+	assert_line --index 1000 --regexp '^ *1000 +pending '
+	assert_equal "$stderr" "mq-lag: more than 1000 messages: the first 1000 shown (-n N shows N, --json all)"
+	run -0 --separate-stderr mq-lag --messages -n 1003 t g
+	assert_equal "${#lines[@]}" 1004
+	assert_equal "$stderr" ""
+	mq-recv -A -g g t >/dev/null	# 1002 left: still more
+	run -0 --separate-stderr mq-lag --messages --from-offset 3 t g
+	assert_equal "${#lines[@]}" 1001
+	[ -n "$stderr" ]
+	run -0 --separate-stderr mq-lag --messages --from-offset 4 t g
+	assert_equal "${#lines[@]}" 1001
+	assert_equal "$stderr" ""
+	run -0 mq-lag --messages --json t g
+	assert_equal "${#lines[@]}" 1002
+}
+
 @test "bad use: 64; no such topic or group: 66; nothing created" {
 	mq-topic group t g >/dev/null
 	before=$(db_state)

@@ -397,7 +397,7 @@ pg_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 /* listing */
 
 /* A delivery row's state as mq_list says it: see sq_list. */
-#define ITEM_STATE "(CASE d.state WHEN 1 THEN CASE WHEN d.due < $6 THEN 2 " \
+#define ITEM_STATE "(CASE d.state WHEN 1 THEN CASE WHEN d.due <= $6 THEN 2 " \
 	"ELSE 1 END WHEN 2 THEN 4 ELSE CASE WHEN d.attempt > 0 THEN 3 " \
 	"ELSE 0 END END)"
 

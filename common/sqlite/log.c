@@ -328,7 +328,7 @@ sq_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
  * The state of a delivery row as mq_list says it (MQ_I_*), and the last
  * reason it was given: its own (dead), or its history's latest.
  */
-#define ITEM_STATE "CASE d.state WHEN 1 THEN CASE WHEN d.due < ?6 THEN 2 " \
+#define ITEM_STATE "CASE d.state WHEN 1 THEN CASE WHEN d.due <= ?6 THEN 2 " \
 	"ELSE 1 END WHEN 2 THEN 4 ELSE CASE WHEN d.attempt > 0 THEN 3 " \
 	"ELSE 0 END END"
 
