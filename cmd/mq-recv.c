@@ -176,7 +176,11 @@ main(int argc, char *argv[])
 				mq_usage_err("invalid timeout: must be above "
 				    "zero");
 			break;
-		case 'T': max_time = mq_duration_arg(optarg, "time"); break;
+		case 'T':
+			if ((max_time = mq_duration_arg(optarg, "max-time")) < 1)
+				mq_usage_err("invalid max-time: must be above "
+				    "zero");
+			break;
 		case 'E': empty_ok = 1; break;
 		case 'v': f.verbose = 1; break;
 		case 'J': o.mode = MQ_OUT_JSON; break;

@@ -29,7 +29,6 @@
  * - The body reaches the handler through an unlinked temporary file, never
  *   a pipe, so a handler that does not read its stdin cannot block us.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -46,6 +45,7 @@
 #include "mq.h"
 
 #define TAIL	2048	/* bytes of a handler's stderr kept for its reason */
+#define DRAIN_MAX	16	/* reads of a stderr pipe a turn */
 #define GRACE	5000	/* ms from a timeout's SIGTERM to its SIGKILL */
 
 struct job {
@@ -53,6 +53,8 @@ struct job {
 	struct mq_msg	msg;
 	int		err;		/* the read end of its stderr; -1 */
 	int64_t		start, term;	/* when it started; got SIGTERM */
+	struct mq_proc	*tree;		/* it and its own, at the SIGTERM */
+	int		 ntree;
 	char		tail[TAIL];	/* the last of its stderr */
 	size_t		tlen;
 };
@@ -284,15 +286,21 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
  * What a handler wrote to stderr goes on to ours as it comes, and its
  * last TAIL bytes are kept for the reason of a failure (j NULL: an
  * ended handler's pipe that what it started still holds open, read to
- * its end).  At the end of its writers, the pipe closes.
+ * its end).  At the end of its writers, the pipe closes.  At most
+ * DRAIN_MAX reads a turn, so that a handler that writes without end does
+ * not keep us from the rest (timeouts, leases, signals): 1 when there
+ * may be more.
  */
-static void
+static int
 drain(int *fd, struct job *j)
 {
 	char buf[4096];
 	ssize_t n;
+	int reads = 0;
 
 	while (*fd >= 0) {
+		if (reads++ == DRAIN_MAX)
+			return 1;	/* more: the rest on the next turn */
 		if ((n = read(*fd, buf, sizeof buf)) < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -300,7 +308,7 @@ drain(int *fd, struct job *j)
 				close(*fd);
 				*fd = -1;
 			}
-			return;
+			return 0;
 		}
 		fwrite(buf, 1, n, stderr);
 		if (!j)
@@ -318,54 +326,37 @@ drain(int *fd, struct job *j)
 			j->tlen += n;
 		}
 	}
+	return 0;
 }
 
 /*
- * A handler and what it started, its descendants found in /proc: they
+ * A handler and what it started, its descendants found in /proc (they
  * share the handler group with the other handlers, so the group cannot
- * be signalled for one of them.
+ * be signalled for one of them); with SIGTERM they are kept, so that
+ * those still there when the grace time ends, or when the handler has
+ * gone without them, get SIGKILL (host.c checks each is still itself).
  */
 static void
-kill_tree(pid_t root, int sig)
+kill_tree(struct job *j, int sig)
 {
-	pid_t *tree = mq_array(NULL, 1, sizeof *tree), pid, ppid;
-	int n = 1, i, grew = 1;
-	char path[64], buf[512], *p;
-	struct dirent *d;
-	DIR *dir;
-	FILE *f;
+	struct mq_proc *t;
+	int n = j->pid ? mq_proc_tree(j->pid, &t) : 0;
 
-	tree[0] = root;
-	while (grew && (dir = opendir("/proc"))) {
-		grew = 0;
-		while ((d = readdir(dir))) {
-			if ((pid = (pid_t)atoi(d->d_name)) <= 0)
-				continue;
-			snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-			if (!(f = fopen(path, "re")))
-				continue;
-			p = fgets(buf, sizeof buf, f) ? strrchr(buf, ')') :
-			    NULL;
-			fclose(f);
-			if (!p || sscanf(p, ") %*c %d", &ppid) != 1)
-				continue;
-			for (i = 0; i < n && tree[i] != pid; i++)
-				;
-			if (i < n)
-				continue;	/* have it */
-			for (i = 0; i < n && tree[i] != ppid; i++)
-				;
-			if (i == n)
-				continue;
-			tree = mq_array(tree, n + 1, sizeof *tree);
-			tree[n++] = pid;
-			grew = 1;
-		}
-		closedir(dir);
+	if (sig == SIGTERM) {
+		free(j->tree);
+		j->tree = t;
+		j->ntree = n;
+		mq_proc_kill(t, n, sig);
+		return;
 	}
-	for (i = 0; i < n; i++)
-		kill(tree[i], sig);
-	free(tree);
+	if (n)
+		mq_proc_kill(t, n, sig);
+	if (n)
+		free(t);
+	mq_proc_kill(j->tree, j->ntree, sig);	/* those that were there */
+	free(j->tree);
+	j->tree = NULL;
+	j->ntree = 0;
 }
 
 struct runner {
@@ -413,7 +404,7 @@ static char *
 outcome(struct mq_settle *s, const struct job *j, int status,
     int64_t timeout, char *ended, size_t elen)
 {
-	char how[64], *reason;
+	char how[64], d[32], *reason;
 	size_t n = j->tlen;
 
 	memset(s, 0, sizeof *s);
@@ -430,9 +421,8 @@ outcome(struct mq_settle *s, const struct job *j, int status,
 		return NULL;
 	}
 	if (j->term) {
-		mq_format_duration(timeout, how, sizeof how);
-		memmove(how + 14, how, strlen(how) + 1);
-		memcpy(how, "timeout after ", 14);
+		mq_format_duration(timeout, d, sizeof d);
+		snprintf(how, sizeof how, "timeout after %s", d);
 	} else if (WIFEXITED(status) && WEXITSTATUS(status) == MQ_EX_DATAERR)
 		snprintf(how, sizeof how, "rejected by handler (exit 65)");
 	else if (WIFEXITED(status))
@@ -474,10 +464,10 @@ time_out(struct runner *x, int64_t now)
 		if (!j->pid)
 			continue;
 		if (!j->term && now >= j->start + x->timeout) {
-			kill_tree(j->pid, SIGTERM);
+			kill_tree(j, SIGTERM);
 			j->term = now;
 		} else if (j->term && now >= j->term + GRACE) {
-			kill_tree(j->pid, SIGKILL);
+			kill_tree(j, SIGKILL);
 			continue;	/* it goes at once */
 		}
 		at = j->term ? j->term + GRACE : j->start + x->timeout;
@@ -513,22 +503,27 @@ reap_jobs(struct mq_follow *f)
 	struct mq_settle *s = mq_array(NULL, x->n, sizeof *s);
 	char **reason = mq_array(NULL, x->n, sizeof *reason);
 	char (*ended)[32] = mq_array(NULL, x->n, sizeof *ended);
-	int i, k = 0, running = 0, status, done[1024];
+	int i, k = 0, running = 0, status, done[1024], more = 0;
 	pid_t pid;
 
 	for (i = 0; i < x->n; i++)
 		if (x->jobs[i].pid)
-			drain(&x->jobs[i].err, &x->jobs[i]);
+			more |= drain(&x->jobs[i].err, &x->jobs[i]);
 	for (i = 0; i < x->nopen; i++) {
-		drain(&x->open[i], NULL);
+		more |= drain(&x->open[i], NULL);
 		if (x->open[i] < 0)
 			x->open[i--] = x->open[--x->nopen];
 	}
 	f->wake_by = time_out(x, mq_now());
+	if (more)	/* a pipe not read to its end: look again at once */
+		f->wake_by = mq_now();
 	while (k < x->n && (pid = waitpid(-1, &status, WNOHANG)) > 0)
 		for (i = 0; i < x->n; i++)
 			if (x->jobs[i].pid == pid) {
 				drain(&x->jobs[i].err, &x->jobs[i]);
+				x->jobs[i].pid = 0;
+				if (x->jobs[i].term)	/* gone, not its own */
+					kill_tree(&x->jobs[i], SIGKILL);
 				if (x->jobs[i].err >= 0) {	/* held open */
 					x->open = mq_array(x->open,
 					    x->nopen + 1, sizeof *x->open);
@@ -539,7 +534,6 @@ reap_jobs(struct mq_follow *f)
 				    status, x->timeout, ended[k],
 				    sizeof ended[k]);
 				done[k++] = i;
-				x->jobs[i].pid = 0;
 			}
 	mq_settle(x->q, s, k);
 	for (i = 0; i < k; i++) {

@@ -56,10 +56,10 @@ creating(struct mq *q, const struct mq_claim *c)
 		fprintf(f, "%s: created topic %s and group %s (empty)\n",
 		    mq_prog, c->topic, c->group);
 	else
-		fprintf(f, "%s: created group %s on %s (starts at offset %lld, "
-		    "%lld messages)\n", mq_prog, c->group, c->topic,
-		    (long long)(c->latest ? t.next_off : t.next_off - t.msgs),
-		    (long long)(c->latest ? 0 : t.msgs));
+		fprintf(f, "%s: created group %s on %s (%s, %lld messages)\n",
+		    mq_prog, c->group, c->topic, c->latest ? "from the end" :
+		    "from the oldest message", (long long)(c->latest ? 0 :
+		    t.msgs));
 	fclose(f);
 	return note;
 }
@@ -152,8 +152,8 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			wake = f->until;
 		if (wake > reaped + idle)
 			wake = reaped + idle;
-		if (f->busy && running && f->wake_by < wake)
-			wake = f->wake_by;	/* a handler's timeout */
+		if (f->busy && f->wake_by < wake)
+			wake = f->wake_by;	/* a timeout, a pipe to read */
 		if (f->stop_at && !stopped && f->stop_at < wake)
 			wake = f->stop_at;
 		f->c.woken = mq_wait(w, wake) == 2;

@@ -37,11 +37,12 @@ mq_boot_id(char *buf, size_t len)
 }
 
 /*
- * Fields of /proc/PID/stat: the state letter, the process group and the
- * start time in clock ticks since boot.  Returns -1 for no such process.
+ * Fields of /proc/PID/stat: the state letter, the parent (when ppid is
+ * not NULL), the process group and the start time in clock ticks since
+ * boot.  Returns -1 for no such process.
  */
 static int
-proc_stat(int pid, char *state, int64_t *pgrp, int64_t *start)
+proc_stat(int pid, char *state, int64_t *ppid, int64_t *pgrp, int64_t *start)
 {
 	char path[64], buf[1024], *p;
 	size_t n;
@@ -60,6 +61,8 @@ proc_stat(int pid, char *state, int64_t *pgrp, int64_t *start)
 	*state = p[2];
 	for (i = 2; i < 22 && p; i++) {
 		p = strchr(p + 1, ' ');
+		if (p && i == 3 && ppid)
+			*ppid = strtoll(p + 1, NULL, 10);
 		if (p && i == 4)
 			*pgrp = strtoll(p + 1, NULL, 10);
 	}
@@ -74,7 +77,68 @@ mq_proc_start(int pid)
 	int64_t pgrp, start;
 	char state;
 
-	return proc_stat(pid, &state, &pgrp, &start) < 0 ? -1 : start;
+	return proc_stat(pid, &state, NULL, &pgrp, &start) < 0 ? -1 : start;
+}
+
+/*
+ * root and its descendants, from one read of /proc, each with its start
+ * time (so that a signal sent later can skip a pid used again); the
+ * count.  Descendants that left for init are not found.
+ */
+int
+mq_proc_tree(int root, struct mq_proc **out)
+{
+	struct mq_proc *all = NULL, *t;
+	struct dirent *e;
+	int64_t *parent = NULL, pgrp;
+	int n = 0, nt = 0, i, k, grew;
+	DIR *d;
+	char state;
+
+	if ((d = opendir("/proc"))) {
+		while ((e = readdir(d)))
+			if (atoi(e->d_name) > 0) {
+				all = mq_array(all, n + 1, sizeof *all);
+				parent = mq_array(parent, n + 1,
+				    sizeof *parent);
+				all[n].pid = atoi(e->d_name);
+				if (proc_stat(all[n].pid, &state, &parent[n],
+				    &pgrp, &all[n].start) == 0)
+					n++;
+			}
+		closedir(d);
+	}
+	t = mq_array(NULL, n + 1, sizeof *t);
+	t[nt].pid = root;
+	t[nt++].start = mq_proc_start(root);
+	for (grew = 1; grew; )
+		for (grew = i = 0; i < n; i++) {
+			for (k = 0; k < nt && t[k].pid != parent[i]; k++)
+				;
+			if (k == nt || all[i].pid == root)
+				continue;
+			for (k = 0; k < nt && t[k].pid != all[i].pid; k++)
+				;
+			if (k < nt)
+				continue;
+			t[nt++] = all[i];
+			grew = 1;
+		}
+	free(all);
+	free(parent);
+	*out = t;
+	return nt;
+}
+
+/* Signals those of the tree (mq_proc_tree) that are still who they were. */
+void
+mq_proc_kill(const struct mq_proc *t, int n, int sig)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (mq_proc_start(t[i].pid) == t[i].start)
+			kill((pid_t)t[i].pid, sig);
 }
 
 /*
@@ -97,7 +161,7 @@ group_runs(int64_t pgid)
 		return 1;
 	while (!runs && (e = readdir(d)))
 		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
-		    proc_stat(atoi(e->d_name), &state, &pgrp, &start) == 0)
+		    proc_stat(atoi(e->d_name), &state, NULL, &pgrp, &start) == 0)
 			runs = pgrp == pgid && state != 'Z' && state != 'X';
 	closedir(d);
 	return runs;
@@ -109,7 +173,7 @@ alive(int64_t pid, int64_t start)
 	int64_t pgrp, now;
 	char state;
 
-	if (proc_stat((int)pid, &state, &pgrp, &now) < 0 || state == 'Z' ||
+	if (proc_stat((int)pid, &state, NULL, &pgrp, &now) < 0 || state == 'Z' ||
 	    state == 'X')
 		return 0;
 	return start < 0 || now == start;

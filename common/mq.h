@@ -97,6 +97,12 @@ void	 mq_on_signal(void (*poke)(void));
 const char *mq_hostname(void);
 void	 mq_boot_id(char *buf, size_t len);
 int64_t	 mq_proc_start(int pid);
+struct mq_proc {
+	int		pid;
+	int64_t		start;
+};
+int	 mq_proc_tree(int root, struct mq_proc **);
+void	 mq_proc_kill(const struct mq_proc *, int n, int sig);
 struct mq_consumer;
 int	 mq_consumer_gone(const struct mq_consumer *, const char *boot);
 

@@ -117,6 +117,40 @@ error: disk full"
 	assert_equal "$(sql 'SELECT reason FROM delivery')" "timeout after 200ms"
 }
 
+@test "--timeout: what a stopped handler started and left behind, ignoring SIGTERM, gets SIGKILL" {
+	mq-topic group t g >/dev/null
+	mq-send -q t m
+	# shellcheck disable=SC2016 # $! is the handler's
+	printf '%s\n' '#!/bin/sh' \
+	    "(trap '' TERM; exec sleep 300) & echo \$! >left" 'sleep 300' >leaves
+	chmod +x leaves
+	bg out mq-recv -n 1 -g g --timeout 300ms t -- ./leaves
+	finish "$BG" 60
+	[ "$ST" = 0 ] || fail "mq-recv exit $ST: $(cat out)"
+	# the handler went at the SIGTERM; what it left may not run on
+	# while the message is handed out again
+	wait_for 30 dead_or_gone "$(cat left)" || fail "what it left still runs"
+	assert_equal "$(sql 'SELECT reason FROM delivery')" "timeout after 300ms"
+}
+
+@test "--timeout: a handler that writes stderr without end is still stopped" {
+	mq-topic group t g >/dev/null
+	mq-send -q t m
+	printf '%s\n' '#!/bin/sh' 'exec yes flood >&2' >flood
+	chmod +x flood
+	# our stderr read slower than the handler writes (bash's read goes a
+	# byte at a time): there is always more to pass on
+	# shellcheck disable=SC2016 # for that bash
+	setsid bash -c 'mq-recv -n 1 -g g --timeout 1s t -- ./flood 2>&1 \
+	    >/dev/null | while IFS= read -r l; do :; done
+	    exit "${PIPESTATUS[0]}"' >out 2>&1 3>&- &
+	BG=$!
+	echo "$BG" >>"$BATS_TEST_TMPDIR/pgids"	# mq-recv and its reader
+	finish "$BG" 60 || fail "mq-recv did not stop its handler"
+	[ "$ST" = 0 ] || fail "mq-recv exit $ST"
+	[[ $(sql "SELECT reason FROM delivery") == "timeout after 1s: "*flood* ]]
+}
+
 @test "the group's --timeout (mq-topic) holds when mq-recv gives none; mq-recv's own wins" {
 	mq-topic group t g --timeout 300ms >/dev/null
 	mq-topic group t h --timeout 100ms >/dev/null
@@ -194,6 +228,11 @@ t/g #3 attempt 1: exit 65 -> dead letter"
 	assert_equal "$(sql 'SELECT settled FROM grp')" 1
 	run -0 mq-recv -g g --format '%o\n' t
 	assert_output 2
+	# a bad or zero one is a usage error
+	run -64 --separate-stderr mq-recv --max-time soon t
+	assert_equal "${stderr_lines[0]}" "mq-recv: invalid max-time 'soon': want a duration such as 250ms, 30s, 5m, 2h or 7d"
+	run -64 --separate-stderr mq-recv --max-time 0 t
+	assert_equal "${stderr_lines[0]}" "mq-recv: invalid max-time: must be above zero"
 }
 
 @test "the first ^C on a terminal says what it waits for; the handler finishes and is settled" {

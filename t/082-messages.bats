@@ -166,7 +166,7 @@ scenario() {
 	[ "$(db_state)" = "$before" ]
 	# on a terminal (script(1) gives it one): one note, then the message
 	run -0 script -qec "mq-recv -n 1 -g wrokers jobs" /dev/null
-	assert_line -n 0 $'mq-recv: created group wrokers on jobs (starts at offset 1, 3 messages)\r'
+	assert_line -n 0 $'mq-recv: created group wrokers on jobs (from the oldest message, 3 messages)\r'
 	assert_line -n 1 --regexp $'^jobs:wrokers:1:1:[0-9a-f]+\ta\r$'
 	[ "${#lines[@]}" = 2 ]
 	# the group is there now: no note, and MQ_NO_CREATE lets it be
