@@ -383,10 +383,7 @@ clean(char *p, size_t n)
 
 	while (i < n) {
 		c = (unsigned char)p[i];
-		k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 :
-		    c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-		if (k > 1 && i + k <= n &&
-		    mq_utf8_valid((unsigned char *)p + i, k)) {
+		if ((k = mq_utf8_len((unsigned char *)p + i, n - i)) > 1) {
 			i += k;
 			continue;
 		}

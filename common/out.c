@@ -14,8 +14,8 @@
 #include "mq.h"
 
 /* Length of the valid UTF-8 sequence at p (no overlongs, surrogates), or 0. */
-static size_t
-utf8_len(const unsigned char *p, size_t n)
+size_t
+mq_utf8_len(const unsigned char *p, size_t n)
 {
 	unsigned c = p[0];
 	size_t len, i;
@@ -50,7 +50,7 @@ mq_utf8_valid(const unsigned char *p, size_t n)
 	size_t i = 0, k;
 
 	while (i < n) {
-		if (!(k = utf8_len(p + i, n - i)))
+		if (!(k = mq_utf8_len(p + i, n - i)))
 			return 0;
 		i += k;
 	}
@@ -65,7 +65,7 @@ mq_escape(FILE *f, const unsigned char *p, size_t n)
 
 	while (i < n) {
 		c = p[i];
-		if (c >= 0x80 && (k = utf8_len(p + i, n - i)) > 1) {
+		if (c >= 0x80 && (k = mq_utf8_len(p + i, n - i)) > 1) {
 			fwrite(p + i, 1, k, f);
 			i += k;
 			continue;
@@ -151,7 +151,7 @@ mq_json_str(FILE *f, const unsigned char *p, size_t n)
 		unsigned c = p[i];
 
 		if (c >= 0x80) {	/* a whole UTF-8 sequence, or U+FFFD */
-			if ((k = utf8_len(p + i, n - i)) > 0) {
+			if ((k = mq_utf8_len(p + i, n - i)) > 0) {
 				fwrite(p + i, 1, k, f);
 				i += k - 1;
 			} else {
