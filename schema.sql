@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 7
+-- version: 8
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -87,6 +87,8 @@ CREATE TABLE grp (
 	-- since version 7: ms an exec-mode handler may run (mq-topic group
 	-- --timeout); NULL: no limit
 	timeout		INTEGER,
+	-- since version 8: messages settled by mq-topic cancel
+	cancelled	INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 
@@ -94,6 +96,11 @@ CREATE TABLE grp (
 --   state 0: waiting until due (retry backoff, delay, behind its key)
 --   state 1: leased until due, by receipt token (and consumer, if local)
 --   state 2: dead letter, with reason
+--   state 5: settled before it was handed out (cancelled): the row sits at
+--            or after the group's pos, and goes when pos passes it
+-- A waiting row (state 0) may also sit at or after pos: a message
+-- rescheduled before it was handed out.  pos passes it by, and it is
+-- handed out when due.
 -- attempt counts deliveries made; expired counts leases that ran out.
 -- Since version 3: since, host and pid say when and by whom the current
 -- attempt was delivered (history gets them when the attempt ends).

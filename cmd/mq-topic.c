@@ -4,9 +4,12 @@
  *   create TOPIC [key=value ...]   list   show TOPIC
  *   set TOPIC key=value ...        delete [--force] TOPIC
  *   group TOPIC GROUP [options]    group-delete [--force] TOPIC GROUP
+ *   cancel TOPIC OFFSET... [options]
+ *   delay TOPIC OFFSET... --at TIME|--delay DUR [options]
  *
  * Every change is one operation of the storage interface; settings are
- * checked before the database is opened for writing.
+ * checked before the database is opened for writing (admin.c holds the
+ * commands with options of their own).
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -29,10 +32,16 @@ static const char synopsis[] =
     "                [--from earliest|latest] [--pause WHEN | --resume]\n"
     "                [--timeout DUR|none]\n"
     "       mq-topic [-d FILE] group-delete [--force] TOPIC GROUP\n"
+    "       mq-topic [-d FILE] cancel [-f] [--dry-run] [-g GROUP]\n"
+    "                TOPIC OFFSET... | -k KEY TOPIC | --dedup ID TOPIC\n"
+    "       mq-topic [-d FILE] delay (--at TIME | --delay DUR) [-f] "
+    "[--dry-run]\n"
+    "                [-g GROUP] TOPIC OFFSET... | -k KEY TOPIC | "
+    "--dedup ID TOPIC\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
     "paused=WHEN|no\n";
 static const char *const help[] = {
-	"-f, --force",			"delete even what groups have not settled",
+	"-f, --force",			"delete unsettled; cancel, delay in flight",
 	"--lease DUR",			"group: lease deliveries for DUR (30s)",
 	"--max-attempts N",		"group: dead letter after N deliveries",
 	"--backoff LIST",		"group: waits before each retry",
@@ -42,85 +51,14 @@ static const char *const help[] = {
 	"--pause forever|DUR|TIME",	"group: hand nothing out until then",
 	"--resume",			"group: hand out again, at once",
 	"--timeout DUR|none",		"group: stop a handler that runs longer",
+	"-g, --group GROUP",		"cancel, delay: in this group only",
+	"-k, --key KEY",		"cancel, delay: every message of KEY",
+	"--dedup ID",			"cancel, delay: the message of dedup ID",
+	"--at TIME",			"delay: due at TIME",
+	"--delay DUR",			"delay: due DUR from now",
+	"--dry-run",			"cancel, delay: say what would change",
 	NULL,
 };
-
-/* "" when not paused, else "for ever" or "until TIME". */
-static const char *
-paused(int64_t until)
-{
-	static char buf[64];
-
-	if (until <= mq_now())
-		return "";
-	if (until == INT64_MAX)
-		return "for ever";
-	memcpy(buf, "until ", 6);
-	mq_rfc3339(until, buf + 6, sizeof buf - 6);
-	return buf;
-}
-
-static void
-print_group(const struct mq_lag_row *r)
-{
-	const struct mq_group *g = &r->g;
-	char lease[32], tmo[40] = "";
-
-	mq_format_duration(g->lease, lease, sizeof lease);
-	if (g->timeout) {
-		memcpy(tmo, "; timeout ", 11);
-		mq_format_duration(g->timeout, tmo + 10, sizeof tmo - 10);
-	}
-	printf("group %s: position %lld, lag %lld, in-flight %lld, "
-	    "retrying %lld, dead %lld, consumers %lld; lease %s, "
-	    "max-attempts %d, %s, backoff %s%s%s%s\n", g->name,
-	    (long long)g->pos, (long long)r->s.lag,
-	    (long long)(r->s.inflight + r->s.expired), (long long)r->s.retrying,
-	    (long long)r->s.dead, (long long)r->s.consumers, lease,
-	    g->max_attempts, g->ordered ? "ordered" : "unordered", g->backoff,
-	    *paused(g->paused_until) ? "; paused " : "",
-	    paused(g->paused_until), tmo);
-}
-
-/* One snapshot of a topic (and one group of it, or all). */
-static void
-snapshot(struct mq *q, const char *topic, const char *group, struct mq_lag *L)
-{
-	memset(L, 0, sizeof *L);
-	L->topic = topic;
-	L->group = group;
-	mq_check(mq_snapshot(q, L), topic, group);
-}
-
-static void
-show(struct mq *q, const char *name)
-{
-	struct mq_lag L;
-	const struct mq_topic *t;
-	char when[40], buf[32];
-	int i;
-
-	snapshot(q, name, NULL, &L);
-	t = &L.rows[0].t;
-	mq_rfc3339(t->created, when, sizeof when);
-	printf("topic %s\ncreated %s\nmessages %lld\nbytes %lld\n"
-	    "next-offset %lld\n", t->name, when, (long long)t->msgs,
-	    (long long)t->bytes, (long long)t->next_off);
-	if (t->retention < 0)
-		printf("retention none\n");
-	else {
-		mq_format_duration(t->retention, buf, sizeof buf);
-		printf("retention %s\n", buf);
-	}
-	mq_format_duration(t->dedup_window, buf, sizeof buf);
-	printf("dedup-window %s\nmax-size %lld\n", buf, (long long)t->max_size);
-	if (*paused(t->paused_until))
-		printf("paused %s\n", paused(t->paused_until));
-	for (i = 0; i < L.n; i++)
-		if (L.rows[i].has_group)
-			print_group(&L.rows[i]);
-	free(L.rows);
-}
 
 static void
 deleted(int rc, const char *topic, const char *group, const struct mq_held *h)
@@ -131,75 +69,6 @@ deleted(int rc, const char *topic, const char *group, const struct mq_held *h)
 		mq_die(MQ_EX_NONE, "not deleting %s: group %s has %lld "
 		    "unsettled messages (use --force)", group ? "group" : topic,
 		    h->group, (long long)h->n);
-}
-
-static int
-group(struct mq **q, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "lease", required_argument, NULL, 'l' },
-		{ "max-attempts", required_argument, NULL, 'm' },
-		{ "backoff", required_argument, NULL, 'b' },
-		{ "ordered", no_argument, NULL, 'o' },
-		{ "unordered", no_argument, NULL, 'u' },
-		{ "from", required_argument, NULL, 'f' },
-		{ "pause", required_argument, NULL, 'p' },
-		{ "resume", no_argument, NULL, 'r' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP, MQ_KEEP };
-	struct mq_group g;
-	struct mq_lag L;
-	int c;
-
-	optind = 0;	/* GNU getopt: start over on the subcommand */
-	argv[0] = (char *)mq_prog;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'l':
-			gc.lease = mq_duration_arg(optarg, "lease");
-			if (gc.lease < 1)
-				mq_usage_err("invalid lease: must be "
-				    "above zero");
-			break;
-		case 'm': gc.max_attempts = (int)mq_num_arg(optarg, 1, 1000000,
-			      "max attempts");
-			  break;
-		case 'b':
-			if (mq_parse_backoff(optarg, NULL, NULL) < 0 ||
-			    strlen(optarg) >= sizeof g.backoff)
-				mq_usage_err("invalid backoff '%s': want "
-				    "durations such as '10s 1m 5m'", optarg);
-			gc.backoff = optarg;
-			break;
-		case 'p': gc.paused_until = mq_pause_arg(optarg); break;
-		case 'r': gc.paused_until = 0; break;
-		case 't': gc.timeout = strcmp(optarg, "none") ?	/* 0: none */
-			      mq_duration_arg(optarg, "timeout") : 0;
-			  break;
-		case 'o': gc.ordered = 1; break;
-		case 'u': gc.ordered = 0; break;
-		case 'f':
-			if (!strcmp(optarg, "latest"))
-				gc.latest = 1;
-			else if (strcmp(optarg, "earliest"))
-				mq_usage_err("invalid --from '%s': want "
-				    "earliest or latest", optarg);
-			break;
-		default: mq_usage();
-		}
-	}
-	if (argc - optind != 2)
-		mq_usage_err("group takes TOPIC GROUP");
-	mq_name_arg(argv[optind], "topic");
-	mq_name_arg(argv[optind + 1], "group");
-	*q = mq_open(dbpath, MQ_WRITE);	/* once the options are good */
-	mq_group_conf(*q, argv[optind], argv[optind + 1], &gc, &g);
-	snapshot(*q, argv[optind], argv[optind + 1], &L);
-	print_group(&L.rows[0]);
-	free(L.rows);
-	return 0;
 }
 
 int
@@ -217,7 +86,7 @@ main(int argc, char *argv[])
 	struct mq_held h;
 	struct mq *q;
 	const char *cmd;
-	int c, i, n, status = 0;
+	int c, i, n;
 
 	mq_begin(argv, synopsis, help);
 	while ((c = getopt_long(argc, argv, "+d:fhV", opts, NULL)) != -1) {
@@ -257,7 +126,7 @@ main(int argc, char *argv[])
 		if (argc != 2)
 			mq_usage_err("show takes one TOPIC");
 		q = mq_open(dbpath, MQ_READ);
-		show(q, mq_name_arg(argv[1], "topic"));
+		mq_topic_show(q, mq_name_arg(argv[1], "topic"));
 	} else if (!strcmp(cmd, "create") || !strcmp(cmd, "set")) {
 		if (argc < 2 || (!strcmp(cmd, "set") && argc < 3))
 			mq_usage_err("%s needs TOPIC%s", cmd,
@@ -281,7 +150,10 @@ main(int argc, char *argv[])
 		c = mq_topic_delete(q, argv[1], force, &h);
 		deleted(c, argv[1], NULL, &h);
 	} else if (!strcmp(cmd, "group")) {
-		status = group(&q, argc, argv);
+		q = mq_topic_group(dbpath, argc, argv);
+	} else if (!strcmp(cmd, "cancel") || !strcmp(cmd, "delay")) {
+		q = mq_topic_mark(dbpath, *cmd == 'c' ? MQ_CANCEL : MQ_DELAY,
+		    force, argc, argv);
 	} else if (!strcmp(cmd, "group-delete")) {
 		if (argc != 3)
 			mq_usage_err("group-delete takes TOPIC GROUP");
@@ -292,9 +164,9 @@ main(int argc, char *argv[])
 		    argv[2], &h);
 	} else {
 		mq_usage_err("unknown command '%s': want create, list, "
-		    "show, set, delete, group or group-delete", cmd);
+		    "show, set, delete, group, group-delete, cancel or delay",
+		    cmd);
 	}
 	mq_close(q);
-	c = mq_finish();
-	return c ? c : status;
+	return mq_finish();
 }

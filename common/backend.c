@@ -279,6 +279,37 @@ mq_redrive(struct mq *q, const char *topic, const char *group,
 	return rc;
 }
 
+static int
+cmp_off(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The backend sees each offset once, in order. */
+int
+mq_mark(struct mq *q, const struct mq_mark *m, struct mq_marked **out)
+{
+	struct mq_mark u = *m;
+	int64_t *o = NULL;
+	int i, n = 0, rc;
+
+	if (m->noffs) {
+		o = mq_array(NULL, m->noffs, sizeof *o);
+		memcpy(o, m->offs, m->noffs * sizeof *o);
+		qsort(o, m->noffs, sizeof *o, cmp_off);
+		for (i = 0; i < m->noffs; i++)
+			if (!n || o[n - 1] != o[i])
+				o[n++] = o[i];
+		u.offs = o;
+		u.noffs = n;
+	}
+	rc = q->be->mark(q, &u, out);
+	free(o);
+	return rc;
+}
+
 int
 mq_trace(struct mq *q, const char *topic, int64_t off, struct mq_trace *tr)
 {

@@ -71,6 +71,8 @@ struct mq_backend {
 		    const struct mq_move *, struct mq_moved *);
 	int	(*redrive)(struct mq *, const char *, const char *,
 		    const int64_t *, int *, int, int, int64_t *);
+	int	(*mark)(struct mq *, const struct mq_mark *,
+		    struct mq_marked **);
 	int	(*trace)(struct mq *, const char *, int64_t, struct mq_trace *);
 	/* up to max in order of offset of each source: mq_list merges */
 	int	(*list)(struct mq *, const struct mq_list *, struct mq_item *,

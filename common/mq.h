@@ -166,6 +166,7 @@ struct mq_group {
 	char		name[MQ_NAME_MAX + 1];
 	int64_t		created, pos, lease, settled;
 	int64_t		delivered, failed, deadlettered;	/* counters */
+	int64_t		cancelled;
 	int64_t		settled_ts;	/* when settled last grew; 0: never */
 	int64_t		paused_until;	/* 0: not paused */
 	int64_t		timeout;	/* ms a handler may run; 0: no limit */
@@ -200,6 +201,7 @@ struct mq_gstats {
 	int64_t		pending;	/* not handed out yet */
 	int64_t		inflight, expired, retrying, delayed, waiting, dead;
 	int64_t		lag, oldest_off, oldest_ts, consumers;
+	int64_t		ahead;		/* rows from pos on (mq_mark) */
 };
 struct mq_lag_row {
 	struct mq_topic	 t;
@@ -332,9 +334,45 @@ int	 mq_move(struct mq *, const char *topic, const char *group,
 int	 mq_redrive(struct mq *, const char *topic, const char *group,
 	    const int64_t *offs, int *found, int n, int dry, int64_t *count);
 
+/*
+ * Cancelling or rescheduling messages (mq-topic cancel, delay), in one
+ * group or every group of the topic, by offsets, by key (every message of
+ * it) or by dedup id.  Each (group, message) gets an action from
+ * mq_rule_mark; when any is MQ_M_REFUSE nothing is changed.  Returns the
+ * number of results in *out (to free), or MQ_E_*; MQ_E_NOMSG with the
+ * offset in *out[0].off.
+ */
+enum { MQ_CANCEL, MQ_DELAY };
+struct mq_mark {
+	const char	*topic, *group;	/* group NULL: every group */
+	int		 op;		/* MQ_CANCEL or MQ_DELAY */
+	int64_t		 due;		/* MQ_DELAY: when it is due */
+	const int64_t	*offs;		/* the messages: these offsets, */
+	int		 noffs;
+	const char	*key;		/* or every message of this key, */
+	const char	*dedup;		/* or the one of this dedup id */
+	int		 force, dry;
+	const char	*reason;	/* in the history */
+};
+struct mq_marked {
+	char		 group[MQ_NAME_MAX + 1];
+	int64_t		 off;
+	int		 state;		/* MQ_WAITING ... MQ_DONE: before */
+	int		 act;		/* MQ_M_* */
+};
+int	 mq_mark(struct mq *, const struct mq_mark *, struct mq_marked **out);
+
 /* One message and every group's delivery of it, for --trace. */
 enum { MQ_WAITING = 0, MQ_LEASED = 1, MQ_DEAD = 2, MQ_NOT_YET = 3,
 	MQ_DONE = 4 };
+/*
+ * A delivery row in state MQ_SKIP sits at or after its group's position:
+ * the group settled the message before handing it out (cancelled), and
+ * passes it by when its position gets there.  A row in state MQ_WAITING
+ * may sit there too (rescheduled): the position passes it, and it is
+ * handed out when due.
+ */
+#define MQ_SKIP	5
 struct mq_event {
 	int64_t		 ts, pid;
 	int		 attempt;
@@ -417,6 +455,16 @@ void	 mq_rule_stamp(int64_t now, int64_t last_ts, int64_t delay,
 	    int64_t at, int64_t *ts, int64_t *due);
 int64_t	 mq_rule_move(const struct mq_move *, int64_t at_time, int64_t pos,
 	    int64_t first, int64_t next_off);
+/* What cancel or delay does to a message in a group (mq_mark). */
+enum {
+	MQ_M_NONE,	/* settled already: nothing */
+	MQ_M_REFUSE,	/* held (in flight, dead): not without --force */
+	MQ_M_DROP,	/* settled now: its delivery row goes */
+	MQ_M_SKIP,	/* settled now, not handed out yet: a MQ_SKIP row */
+	MQ_M_DUE,	/* its delivery row waits until the new time */
+	MQ_M_AHEAD,	/* not handed out yet: a row waits until then */
+};
+int	 mq_rule_mark(int op, int state, int ahead, int force);
 
 /*
  * follow.c: the one loop that claims, waits and keeps a consumer's leases
@@ -495,6 +543,12 @@ void	 mq_human_age(int64_t ms, char *buf, size_t len);
 void	 mq_human_size(int64_t bytes, char *buf, size_t len);
 const char *mq_plural(int64_t n, const char *one, const char *many);
 int	 mq_want_colour(FILE *);
+
+/* admin.c: mq-topic's commands with options of their own */
+void	 mq_topic_show(struct mq *, const char *topic);
+struct mq *mq_topic_group(const char *db, int argc, char **argv);
+struct mq *mq_topic_mark(const char *db, int op, int force, int argc,
+	    char **argv);
 
 /* lag.c: what mq-lag reports, in its machine forms */
 void	 mq_lag_collect(struct mq *, struct mq_lag *);

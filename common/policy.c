@@ -14,6 +14,10 @@
  *   due before it was sent.
  * - A group moved before the oldest message stored goes on from it, and
  *   one moved past the end waits at the end.
+ * - A cancel settles what a group has not settled, but a message in
+ *   flight only with force (its receipt goes stale); a reschedule moves
+ *   what waits (not handed out yet, or waiting for a retry), a message in
+ *   flight only with force, and never a dead letter (redrive it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +119,22 @@ mq_paused(const struct mq_topic *t, const struct mq_group *g, int64_t now)
 	    g->paused_until;
 
 	return until > now ? until : 0;
+}
+
+/*
+ * state: the group's delivery row of the message (-1: none); ahead: the
+ * group's position has not passed it.
+ */
+int
+mq_rule_mark(int op, int state, int ahead, int force)
+{
+	if (state == MQ_SKIP || (state < 0 && !ahead))
+		return MQ_M_NONE;
+	if (state == MQ_LEASED && !force)
+		return MQ_M_REFUSE;
+	if (op == MQ_CANCEL)
+		return ahead ? MQ_M_SKIP : MQ_M_DROP;
+	if (state == MQ_DEAD)
+		return MQ_M_REFUSE;
+	return state < 0 ? MQ_M_AHEAD : MQ_M_DUE;
 }

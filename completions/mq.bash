@@ -137,7 +137,7 @@ _mq() {
 		    --version' ;;
 	mq-topic)
 		argopts='-d --db --lease --max-attempts --backoff --from --pause
-		    --timeout'
+		    --timeout -g --group -k --key --dedup --at --delay'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;
@@ -187,6 +187,7 @@ _mq() {
 	-g|--group)
 		case $cmd in
 		mq-recv|mq-replay|mq-purge) _mq_reply "$(_mq_groups "${pos[0]}")" ;;
+		mq-topic) _mq_reply "$(_mq_groups "${pos[1]}")" ;;
 		esac
 		return ;;
 	--from)
@@ -219,7 +220,16 @@ _mq() {
 			if [[ $cur == -* ]]; then
 				_mq_reply "$opts"
 			else
-				_mq_reply 'create list show set delete group group-delete'
+				_mq_reply 'create list show set delete group group-delete
+				    cancel delay'
+			fi ;;
+		cancel|delay)
+			if [[ $cur == -* ]]; then
+				w='-f -g -k --force --group --key --dedup --dry-run'
+				[[ $sub == delay ]] && w="$w --at --delay"
+				_mq_reply "$w"
+			elif ((npos == 1)); then
+				_mq_reply "$(_mq_topics)"
 			fi ;;
 		show|delete)
 			# --force (-f) may come anywhere after delete

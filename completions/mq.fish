@@ -192,7 +192,7 @@ complete -c mq-purge -s q -l quiet -d 'print nothing but errors and warnings'
 complete -c mq-purge -l vacuum -d 'give the free space back to the system'
 
 # mq-topic COMMAND ...
-set -l a -d --db --lease --max-attempts --backoff --from --pause --timeout
+set -l a -d --db --lease --max-attempts --backoff --from --pause --timeout -g --group -k --key --dedup --at --delay
 set -l sub "__mq_nop 0 $a"
 complete -c mq-topic -n $sub -a create -d 'create a topic'
 complete -c mq-topic -n $sub -a list -d 'list the topics'
@@ -201,8 +201,10 @@ complete -c mq-topic -n $sub -a set -d 'change settings of a topic'
 complete -c mq-topic -n $sub -a delete -d 'delete a topic'
 complete -c mq-topic -n $sub -a group -d 'create or configure a consumer group'
 complete -c mq-topic -n $sub -a group-delete -d 'delete a consumer group'
+complete -c mq-topic -n $sub -a cancel -d 'settle messages as cancelled'
+complete -c mq-topic -n $sub -a delay -d 'make messages due at another time'
 set -l is "__fish_seen_subcommand_from"
-complete -c mq-topic -n "$is show set delete group group-delete; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
+complete -c mq-topic -n "$is show set delete group group-delete cancel delay; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
 complete -c mq-topic -n "$is group group-delete; and __mq_nop 2 $a" -a "(__mq_groups (__mq_operands $a)[2])" -d group
 complete -c mq-topic -n "$is create set; and not __mq_nop 1 $a" -a 'retention= dedup-window= max-size= paused=' -d setting
 complete -c mq-topic -s f -l force -d 'delete even what groups have not settled'
@@ -215,3 +217,9 @@ complete -c mq-topic -n "$is group" -l from -x -a 'earliest latest' -d 'where a 
 complete -c mq-topic -n "$is group" -l pause -x -a forever -d 'hand nothing out until then'
 complete -c mq-topic -n "$is group" -l resume -d 'hand out again, at once'
 complete -c mq-topic -n "$is group" -l timeout -x -a none -d 'stop a handler that runs longer'
+complete -c mq-topic -n "$is cancel delay" -s g -l group -x -a "(__mq_groups (__mq_operands $a)[2])" -d 'in this group only'
+complete -c mq-topic -n "$is cancel delay" -s k -l key -x -d 'every message of KEY'
+complete -c mq-topic -n "$is cancel delay" -l dedup -x -d 'the message of dedup ID'
+complete -c mq-topic -n "$is cancel delay" -l dry-run -d 'say what would change'
+complete -c mq-topic -n "$is delay" -l at -x -a now -d 'due at TIME'
+complete -c mq-topic -n "$is delay" -l delay -x -d 'due DUR from now'

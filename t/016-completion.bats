@@ -51,6 +51,23 @@ argopts() {
 	"$1" --help | sed -n 's/^ *\(-[A-Za-z0-9], \)\{0,1\}\(--[a-z-]*\) [A-Za-z[].*/\2/p'
 }
 
+@test "bash: mq-topic cancel and delay: the commands, their options, topics, the topic's groups" {
+	mq-topic group jobs workers >/dev/null
+	mq-topic group logs archive >/dev/null
+	run -0 complete_line mq-topic ca
+	assert_output cancel
+	run -0 complete_line mq-topic delay --a
+	assert_output --at
+	run -0 complete_line mq-topic cancel --a
+	assert_output ''
+	run -0 complete_line mq-topic cancel --dr
+	assert_output --dry-run
+	run -0 complete_line mq-topic cancel -f ""
+	assert_equal "$(sort <<<"$output")" "$(printf '%s\n' jobs logs)"
+	run -0 complete_line mq-topic cancel jobs -g ""
+	assert_output workers
+}
+
 @test "bash: after every option that takes an argument, and its argument, the operands go on" {
 	mq-topic group jobs workers >/dev/null
 	local p o n=0
@@ -64,8 +81,14 @@ argopts() {
 	done
 	for o in $(argopts mq-topic); do
 		[ "$o" != --db ] || continue
-		run -0 complete_line mq-topic group "$o" x jobs ""
-		[ "$output" = workers ] || fail "mq-topic group $o x jobs <TAB>: '$output', not workers"
+		case $o in
+		--group|--key|--dedup|--at|--delay)	# cancel, delay
+			run -0 complete_line mq-topic delay "$o" x ""
+			[ "$output" = jobs ] || fail "mq-topic delay $o x <TAB>: '$output', not jobs" ;;
+		*)
+			run -0 complete_line mq-topic group "$o" x jobs ""
+			[ "$output" = workers ] || fail "mq-topic group $o x jobs <TAB>: '$output', not workers" ;;
+		esac
 		n=$((n + 1))
 	done
 	[ "$n" -gt 20 ] || fail "only $n options found in the --help output"

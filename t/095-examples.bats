@@ -397,15 +397,23 @@ examples() {
 }
 
 # make_missing: after an exit 66, make the database, topic or group its
-# stderr says is missing, or send messages up to the offset it names;
-# print what was made.
+# stderr says is missing, or send messages up to the offset it names (or
+# one with the key or dedup id it names); print what was made.
 make_missing() {
 	local line re_t='no such topic: ([^ ]+)$' re_g='no such group: ([^/ ]+)/([^ ]+)$'
 	local re_m='no message at offset ([0-9]+) of ([^ ]+)$'
-	line=$(grep -m 1 'no such\|no message at offset\|no mq schema' "$WORK/.err") || return 1
+	local re_k="no message with (key|dedup id) '([^']+)' in ([^ ]+)$"
+	line=$(grep -m 1 'no such\|no message at offset\|no message with\|no mq schema' "$WORK/.err") || return 1
 	if [[ $line =~ $re_m ]] && [ "${BASH_REMATCH[1]}" -le 100000 ]; then
 		seq "${BASH_REMATCH[1]}" | mq-send -q "${BASH_REMATCH[2]}" || return 1
 		echo "sent ${BASH_REMATCH[1]} messages to ${BASH_REMATCH[2]}"
+	elif [[ $line =~ $re_k ]]; then
+		if [ "${BASH_REMATCH[1]}" = key ]; then
+			mq-send -q -k "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" x
+		else
+			mq-send -q --dedup "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" x
+		fi || return 1
+		echo "sent a message with ${BASH_REMATCH[1]} ${BASH_REMATCH[2]} to ${BASH_REMATCH[3]}"
 	elif [[ $line == *'cannot open database'* || $line == *'no mq schema'* ]]; then
 		mq-topic create example-scratch && mq-topic delete example-scratch || return 1
 		echo 'made the database'

@@ -26,7 +26,6 @@
 
 #include "pg.h"
 
-#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
 /*
  * A consumer's advisory lock: (this installation's lockspace, id), so
  * installations sharing a database (by schema) never share a lock.
@@ -371,6 +370,17 @@ free_arrays(struct claimer *k)
 	pg_arr_free(&k->a_att);
 }
 
+/* The group's delivery row of off goes (write_claim). */
+static void
+drop_row(struct claimer *k, int64_t off)
+{
+	pg_arr_int(&k->l_off, -off);	/* negative: marks "delete" */
+	pg_arr_int(&k->l_att, 0);
+	pg_arr_int(&k->l_exp, 0);
+	pg_arr_int(&k->l_tok, 0);
+	pg_arr_str(&k->l_key, NULL);
+}
+
 /* Hands m out (attempt already counted), or drops a purged one. */
 static void
 deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
@@ -380,13 +390,8 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 
 	k->delivered++;
 	if (!m->body) {		/* purged under a delivery: the row goes */
-		if (existed) {
-			pg_arr_int(&k->l_off, -m->off);
-			pg_arr_int(&k->l_att, 0);
-			pg_arr_int(&k->l_exp, 0);
-			pg_arr_int(&k->l_tok, 0);
-			pg_arr_str(&k->l_key, NULL);
-		}
+		if (existed)
+			drop_row(k, m->off);
 		mq_msg_free(m);
 		return;
 	}
@@ -394,13 +399,8 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 		k->settled++;
 		pg_arr_int(&k->a_off, m->off);
 		pg_arr_int(&k->a_att, attempt);
-		if (existed) {
-			pg_arr_int(&k->l_off, -m->off);	/* marks "delete" */
-			pg_arr_int(&k->l_att, 0);
-			pg_arr_int(&k->l_exp, 0);
-			pg_arr_int(&k->l_tok, 0);
-			pg_arr_str(&k->l_key, NULL);
-		}
+		if (existed)
+			drop_row(k, m->off);
 	} else {
 		token = arc4random();
 		pg_arr_int(&k->l_off, m->off);
@@ -500,7 +500,11 @@ claim_due(struct claimer *k)
 	return n;
 }
 
-/* New messages from pos on: delivered, or held back (delayed, key busy). */
+/*
+ * New messages from pos on: delivered, or held back (delayed, key busy).
+ * One with a delivery row there already (cancelled or rescheduled before
+ * it was handed out: mark.c) is passed by; a cancelled one's row goes.
+ */
 static int
 claim_new(struct claimer *k)
 {
@@ -512,11 +516,12 @@ claim_new(struct claimer *k)
 
 	/* below next_off, as committed when this statement began: every
 	   offset under it is committed, the group's row being ours */
-	TRY(r, pg_qc(q, "cannot read messages", "SELECT off, ts, due, key, body "
-	    "FROM msg WHERE topic = $1 AND off >= $2 AND off < (SELECT "
-	    "next_off FROM topic WHERE id = $1) ORDER BY off LIMIT $3", 3,
-	    pg_int(q, k->t.id), pg_int(q, k->pos),
-	    pg_int(q, k->max - k->n)));
+	TRY(r, pg_qc(q, "cannot read messages", "SELECT m.off, m.ts, m.due, "
+	    "m.key, m.body, d.state FROM msg m LEFT JOIN delivery d ON "
+	    "d.grp = $4 AND d.off = m.off WHERE m.topic = $1 AND m.off >= $2 "
+	    "AND m.off < (SELECT next_off FROM topic WHERE id = $1) ORDER BY "
+	    "m.off LIMIT $3", 4, pg_int(q, k->t.id), pg_int(q, k->pos),
+	    pg_int(q, k->max - k->n), pg_int(q, k->g.id)));
 	n = PQntuples(r);
 	if (k->g.ordered && n) {
 		if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT DISTINCT "
@@ -534,6 +539,12 @@ claim_new(struct claimer *k)
 	for (i = 0; i < n; i++) {
 		pg_msg_row(r, i, 0, &m);
 		k->pos = m.off + 1;
+		if (!pg_null(r, i, 5)) {
+			if (pg_get(r, i, 5) == MQ_SKIP)
+				drop_row(k, m.off);
+			mq_msg_free(&m);
+			continue;
+		}
 		held = m.due > k->now;
 		if (k->g.ordered && m.key) {
 			for (j = 0; j < nkeys && strcmp(keys[j], m.key); j++)

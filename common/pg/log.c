@@ -21,7 +21,6 @@
 
 #include "pg.h"
 
-#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
 #define CHUNK	2000	/* offsets a purge transaction covers */
 
 static int64_t
@@ -147,19 +146,24 @@ static int64_t
 cancel(struct pgq *q, int64_t grp, int64_t off, int below, int dry)
 {
 	static const char *sql[2][2] = {
-		{ "DELETE FROM delivery WHERE grp = $1 AND off >= $2",
-		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off >= $2" },
-		{ "DELETE FROM delivery WHERE grp = $1 AND off < $2 AND "
-		  "state < 2",
+		{ "WITH c AS (DELETE FROM delivery WHERE grp = $1 AND "
+		  "off >= $2 RETURNING state) SELECT count(*) FILTER (WHERE "
+		  "state <> 5) FROM c",
+		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off >= $2 "
+		  "AND state <> 5" },
+		{ "WITH c AS (DELETE FROM delivery WHERE grp = $1 AND off < $2 "
+		  "AND state <> 2 RETURNING state) SELECT count(*) FILTER "
+		  "(WHERE state <> 5) FROM c",
 		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off < $2 "
 		  "AND state < 2" },
 	};
 	PGresult *r;
 	int64_t n;
 
+	/* cancelled ones (mark.c) were settled: gone, not counted */
 	TRY(r, pg_q(q, "cannot cancel deliveries", sql[!!below][!!dry], 2,
 	    pg_int(q, grp), pg_int(q, off)));
-	n = dry ? pg_get(r, 0, 0) : strtoll(PQcmdTuples(r), NULL, 10);
+	n = pg_get(r, 0, 0);
 	PQclear(r);
 	return n;
 }
@@ -358,7 +362,9 @@ trace(struct pgq *q, const char *topic, int64_t off, struct mq_trace *tr)
 		tg = &tr->g[i];
 		memset(tg, 0, sizeof *tg);
 		pg_copy(r, i, 1, tg->name, sizeof tg->name);
-		if (!pg_null(r, i, 3)) {
+		if (!pg_null(r, i, 3) && pg_get(r, i, 3) == MQ_SKIP) {
+			tg->state = MQ_DONE;	/* cancelled */
+		} else if (!pg_null(r, i, 3)) {
 			tg->state = (int)pg_get(r, i, 3);
 			tg->attempt = (int)pg_get(r, i, 4);
 			tg->due = pg_get(r, i, 5);
@@ -424,7 +430,8 @@ list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
 	    "LIMIT 1)), m.off, m.ts, m.due, m.key, m.body FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $1 AND m.off = d.off WHERE d.grp = "
 	    "$2 AND d.off >= $3 AND d.off <= $4 AND ($5::text IS NULL OR "
-	    "d.key = $5) AND ($7::int >> " ITEM_STATE ") & 1 = 1 ORDER BY "
+	    "d.key = $5) AND d.state <> 5 AND ($7::int >> " ITEM_STATE ") & 1 "
+	    "= 1 ORDER BY "
 	    "d.off LIMIT $8", 8, pg_int(q, t.id), pg_int(q, g.id),
 	    pg_int(q, l->from), pg_int(q, l->to), l->key, pg_int(q, l->now),
 	    pg_int(q, l->states), pg_int(q, max)));

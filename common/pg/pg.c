@@ -52,6 +52,7 @@ static const struct mq_backend pg_backend = {
 	.offset_at = pg_offset_at,
 	.move = pg_move,
 	.redrive = pg_redrive,
+	.mark = pg_mark,
 	.trace = pg_trace,
 	.list = pg_list,
 	.purge = pg_purge,
@@ -637,6 +638,8 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN paused_until bigint",
 	/* 3 -> 4: a time limit for a group's handlers */
 	"ALTER TABLE grp ADD COLUMN timeout bigint",
+	/* 4 -> 5: mq-topic cancel */
+	"ALTER TABLE grp ADD COLUMN cancelled bigint NOT NULL DEFAULT 0",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

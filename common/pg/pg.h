@@ -4,8 +4,9 @@
  *
  * Files: pg.c (connecting, the schema, statements, transactions, errors,
  * the table of operations), topic.c (topics, groups, counts, consumers),
- * deliver.c (append, claim, settle, consumer liveness), log.c (reading,
- * moving, redriving, tracing, purging), wait.c (LISTEN/NOTIFY).
+ * deliver.c (append, claim, settle, consumer liveness), mark.c (cancel,
+ * delay), log.c (reading, moving, redriving, tracing, purging), wait.c
+ * (LISTEN/NOTIFY).
  *
  * Every operation is one transaction (READ COMMITTED) that locks rows in
  * one order: topic, then group, then deliveries.  A deadlock or
@@ -20,6 +21,8 @@
 #include "../backend.h"
 
 #define PG_RETRY	(-100)	/* an operation's attempt: start over */
+/* r = e, or start the operation over */
+#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
 
 #define PG_NPREP	32
 
@@ -107,6 +110,7 @@ int	 pg_consumers_of(struct pgq *, const char *topic, const char *group,
 	    struct mq_consumer **);
 int	 pg_need(struct pgq *, const char *topic, const char *group,
 	    struct mq_topic *, struct mq_group *, int lock);
+int	 pg_groups(struct pgq *, int64_t topic, struct mq_group **, int lock);
 
 /* arrays as text parameters: '{...}' */
 struct pg_arr {
@@ -162,6 +166,7 @@ int	 pg_move(struct mq *, const char *, const char *,
 	    const struct mq_move *, struct mq_moved *);
 int	 pg_redrive(struct mq *, const char *, const char *, const int64_t *,
 	    int *, int, int, int64_t *);
+int	 pg_mark(struct mq *, const struct mq_mark *, struct mq_marked **);
 int	 pg_trace(struct mq *, const char *, int64_t, struct mq_trace *);
 int	 pg_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 pg_purge(struct mq *, const char *, struct mq_purge *);

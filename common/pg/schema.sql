@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 4
+-- version: 5
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -71,9 +71,13 @@ CREATE TABLE grp (
 	settled_ts	bigint,			-- since version 2
 	paused_until	bigint,			-- since version 3
 	timeout		bigint,			-- since version 4
+	cancelled	bigint NOT NULL DEFAULT 0,	-- since version 5
 	UNIQUE (topic, name)
 );
 
+-- States as in the SQLite schema (schema.sql), 5 included: a row at or
+-- after the group's pos, cancelled (5) or rescheduled (0) before it was
+-- handed out.
 CREATE TABLE delivery (
 	grp		bigint NOT NULL,
 	off		bigint NOT NULL,

@@ -12,8 +12,6 @@
 
 #include "pg.h"
 
-#define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
-
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
 	"coalesce(retention, -1), dedup_window, max_size, gap_below, " \
 	"paused_until"
@@ -77,7 +75,9 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout"
+	"settled_ts, paused_until, timeout, cancelled"
+
+#define GROUP_NCOLS 17
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -99,6 +99,7 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->settled_ts = pg_get(r, i, c + 13);	/* NULL: 0 */
 	g->paused_until = pg_get(r, i, c + 14);	/* NULL: 0 */
 	g->timeout = pg_get(r, i, c + 15);	/* NULL: 0 */
+	g->cancelled = pg_get(r, i, c + 16);
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -192,7 +193,7 @@ pg_group_locked(struct pgq *q, const char *topic, const char *name,
 	    2, topic, name));
 	if ((found = PQntuples(r) > 0)) {
 		group_cols(r, 0, g);
-		*topic_paused = pg_get(r, 0, 16);
+		*topic_paused = pg_get(r, 0, GROUP_NCOLS);
 	}
 	PQclear(r);
 	return found;
@@ -322,15 +323,19 @@ pg_topic_conf(struct mq *mq, const char *name, const struct mq_topic_conf *c,
 	return rc;
 }
 
-static int
-groups(struct pgq *q, int64_t topic, struct mq_group **out)
+/* The groups of a topic, by name (with lock, ours until commit). */
+int
+pg_groups(struct pgq *q, int64_t topic, struct mq_group **out, int lock)
 {
 	PGresult *r;
 	struct mq_group *g;
 	int i, n;
 
-	if (!(r = pg_q(q, "cannot read groups", "SELECT " GROUP_COLS
-	    " FROM grp WHERE topic = $1 ORDER BY name", 1, pg_int(q, topic))))
+	if (!(r = lock ? pg_q(q, "cannot read groups", "SELECT " GROUP_COLS
+	    " FROM grp WHERE topic = $1 ORDER BY name FOR UPDATE", 1,
+	    pg_int(q, topic)) : pg_q(q, "cannot read groups", "SELECT "
+	    GROUP_COLS " FROM grp WHERE topic = $1 ORDER BY name", 1,
+	    pg_int(q, topic))))
 		return PG_RETRY;
 	n = PQntuples(r);
 	g = mq_array(NULL, n, sizeof *g);
@@ -392,7 +397,7 @@ topic_delete(struct pgq *q, const char *name, int force, struct mq_held *h)
 		pg_rollback(q);
 		return rc < 0 ? rc : MQ_E_NOTOPIC;
 	}
-	if ((ng = groups(q, t.id, &g)) < 0)
+	if ((ng = pg_groups(q, t.id, &g, 0)) < 0)
 		return PG_RETRY;
 	for (i = 0; i < ng && !force; i++) {
 		if ((n = unsettled(q, &t, &g[i])) < 0) {
@@ -584,14 +589,22 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 			return PG_RETRY;
 		st->pending += delayed;
 	}
+	/* less the delayed, and those with a row already (mark.c): their
+	   rows count them, or nothing does (cancelled) */
 	if (st->pending) {
-		TRY(r, pg_q(q, "cannot count messages", "SELECT count(*) FROM "
-		    "msg WHERE topic = $1 AND off >= $2 AND due > ts AND due > $3",
-		    3, pg_int(q, t->id), pg_int(q, g->pos), pg_int(q, now)));
-		delayed = pg_get(r, 0, 0);
+		TRY(r, pg_q(q, "cannot count messages", "SELECT (SELECT "
+		    "count(*) FROM msg WHERE topic = $1 AND off >= $2 AND "
+		    "due > ts AND due > $3), count(*), count(*) FILTER (WHERE "
+		    "m.due > m.ts AND m.due > $3) FROM delivery d JOIN msg m ON "
+		    "m.topic = $1 AND m.off = d.off WHERE d.grp = $4 AND "
+		    "d.off >= $2", 4, pg_int(q, t->id), pg_int(q, g->pos),
+		    pg_int(q, now), pg_int(q, g->id)));
+		delayed = pg_get(r, 0, 0) - pg_get(r, 0, 2);
+		st->ahead = pg_get(r, 0, 1);
+		off = st->ahead + delayed;
 		PQclear(r);
-		st->pending -= delayed < st->pending ? delayed : st->pending;
-		st->delayed += delayed;
+		st->pending -= off < st->pending ? off : st->pending;
+		st->delayed += delayed > 0 ? delayed : 0;
 	}
 	st->lag = st->pending + st->inflight + st->expired + st->retrying +
 	    st->waiting;
@@ -601,9 +614,11 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 	if (off) {
 		TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts FROM msg "
 		    "WHERE topic = $1 AND off >= $2 AND NOT (due > ts AND "
-		    "due > $3 AND off >= $4) ORDER BY off LIMIT 1", 4,
-		    pg_int(q, t->id), pg_int(q, off), pg_int(q, now),
-		    pg_int(q, g->pos)));
+		    "due > $3 AND off >= $4) AND NOT EXISTS (SELECT 1 FROM "
+		    "delivery d WHERE d.grp = $5 AND d.off = msg.off AND "
+		    "d.off >= $4 AND (d.state = 5 OR d.due > $3)) ORDER BY off "
+		    "LIMIT 1", 5, pg_int(q, t->id), pg_int(q, off),
+		    pg_int(q, now), pg_int(q, g->pos), pg_int(q, g->id)));
 		if (PQntuples(r)) {
 			st->oldest_off = pg_get(r, 0, 0);
 			st->oldest_ts = pg_get(r, 0, 1);
@@ -648,7 +663,7 @@ snapshot(struct pgq *q, struct mq_lag *L)
 	for (i = 0; i < nt; i++) {
 		if (L->topic && strcmp(t[i].name, L->topic))
 			continue;
-		if ((ng = groups(q, t[i].id, &g)) < 0) {
+		if ((ng = pg_groups(q, t[i].id, &g, 0)) < 0) {
 			free(t);
 			return PG_RETRY;
 		}

@@ -420,28 +420,45 @@ hold(struct claimer *k, struct due *d)
 	sq_step(k->q, s, "cannot store delivery");
 }
 
+/*
+ * New messages from the group's position on.  A message with a delivery
+ * row there already (cancelled or rescheduled before it was handed out:
+ * mark.c) is passed by: a cancelled one's row goes, a rescheduled one's
+ * stays and is handed out when due.  Only a group that has such rows
+ * pays for looking (one seek per claim otherwise).
+ */
 static void
 claim_new(struct claimer *k)
 {
+	static const char plain[] = "SELECT off, ts, due, key, body, NULL "
+	    "FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3 ORDER BY off "
+	    "LIMIT ?4";
+	static const char marked[] = "SELECT m.off, m.ts, m.due, m.key, "
+	    "m.body, d.state FROM msg m LEFT JOIN delivery d ON d.grp = ?5 "
+	    "AND d.off = m.off WHERE m.topic = ?1 AND m.off >= ?2 AND "
+	    "m.off < ?3 ORDER BY m.off LIMIT ?4";
 	struct due *d = mq_array(NULL, 256, sizeof *d);
 	sqlite3_stmt *s;
-	int i, n, want, scanned = 0;
+	int i, n, want, scanned = 0, ahead;
 
+	ahead = sq_int(k->q, "SELECT EXISTS (SELECT 1 FROM delivery WHERE "
+	    "grp = ? AND off >= ?)", 0, 2, k->g.id, k->pos);
 	while (k->n < k->max && scanned < SCAN_MAX) {
 		want = k->max - k->n < 256 ? k->max - k->n : 256;
-		s = sq_stmt(k->q, "SELECT off, ts, due, key, body FROM msg "
-		    "WHERE topic = ? AND off >= ? AND off < ? ORDER BY off "
-		    "LIMIT ?");
+		s = sq_stmt(k->q, ahead ? marked : plain);
 		sqlite3_bind_int64(s, 1, k->t.id);
 		sqlite3_bind_int64(s, 2, k->pos);
 		sqlite3_bind_int64(s, 3, k->t.next_off);
 		sqlite3_bind_int(s, 4, want);
+		if (ahead)
+			sqlite3_bind_int64(s, 5, k->g.id);
 		for (n = 0; n < want && sq_step(k->q, s, "cannot read messages")
 		    == SQLITE_ROW; n++) {
 			memset(&d[n], 0, sizeof d[n]);
 			msg_cols(s, 0, &d[n].m);
 			d[n].off = d[n].m.off;
-			d[n].state = -1;
+			d[n].state = sqlite3_column_type(s, 5) == SQLITE_NULL ?
+			    -1 : sqlite3_column_int(s, 5);
 			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
 		}
 		sqlite3_reset(s);
@@ -451,6 +468,15 @@ claim_new(struct claimer *k)
 			k->pos = d[i].off + 1;
 			k->changed = 1;
 			scanned++;
+			if (d[i].state == MQ_SKIP) {
+				s = sq_stmt(k->q, "DELETE FROM delivery WHERE "
+				    "grp = ? AND off = ?");
+				sqlite3_bind_int64(s, 1, k->g.id);
+				sqlite3_bind_int64(s, 2, d[i].off);
+				sq_step(k->q, s, "cannot delete delivery");
+			}
+			if (d[i].state >= 0)
+				continue;
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
 			    key_busy(k, d[i].key)))
 				hold(k, &d[i]);

@@ -113,14 +113,24 @@ cancel(struct sq *q, int64_t grp, int64_t off, int below, int dry)
 {
 	static const char *sql[2][2] = {
 		{ "DELETE FROM delivery WHERE grp = ? AND off >= ?",
-		  "SELECT count(*) FROM delivery WHERE grp = ? AND off >= ?" },
+		  "SELECT count(*) FROM delivery WHERE grp = ? AND off >= ? "
+		  "AND state <> 5" },
 		{ "DELETE FROM delivery WHERE grp = ? AND off < ? AND state < 2",
 		  "SELECT count(*) FROM delivery WHERE grp = ? AND off < ? "
 		  "AND state < 2" },
 	};
-	sqlite3_stmt *s = sq_stmt(q, sql[!!below][!!dry]);
+	sqlite3_stmt *s;
 	int64_t n = 0;
 
+	if (!dry) {	/* cancelled ones (mark.c) were settled: not counted */
+		s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ?1 AND "
+		    "state = 5 AND (off < ?2) = ?3");
+		sqlite3_bind_int64(s, 1, grp);
+		sqlite3_bind_int64(s, 2, off);
+		sqlite3_bind_int(s, 3, !!below);
+		sq_step(q, s, "cannot cancel deliveries");
+	}
+	s = sq_stmt(q, sql[!!below][!!dry]);
 	sqlite3_bind_int64(s, 1, grp);
 	sqlite3_bind_int64(s, 2, off);
 	if (sq_step(q, s, "cannot cancel deliveries") == SQLITE_ROW && dry)
@@ -306,7 +316,10 @@ sq_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 		tg = &tr->g[tr->n++];
 		memset(tg, 0, sizeof *tg);
 		sq_copy(s, 1, tg->name, sizeof tg->name);
-		if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
+		if (sqlite3_column_type(s, 3) != SQLITE_NULL &&
+		    sqlite3_column_int(s, 3) == MQ_SKIP) {
+			tg->state = MQ_DONE;	/* cancelled */
+		} else if (sqlite3_column_type(s, 3) != SQLITE_NULL) {
 			tg->state = sqlite3_column_int(s, 3);
 			tg->attempt = sqlite3_column_int(s, 4);
 			tg->due = sqlite3_column_int64(s, 5);
@@ -369,7 +382,7 @@ sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 	    "NOT NULL ORDER BY h.ts DESC, h.n DESC LIMIT 1)), m.off, m.ts, "
 	    "m.due, m.key, m.body FROM delivery d LEFT JOIN msg m ON "
 	    "m.topic = ?1 AND m.off = d.off WHERE d.grp = ?2 AND d.off >= ?3 "
-	    "AND d.off <= ?4 AND (?5 IS NULL OR d.key = ?5) AND "
+	    "AND d.off <= ?4 AND (?5 IS NULL OR d.key = ?5) AND d.state <> 5 AND "
 	    "(?7 >> " ITEM_STATE ") & 1 ORDER BY d.off LIMIT ?8");
 	bind_list(s, t.id, g.id, l);
 	sqlite3_bind_int64(s, 6, l->now);

@@ -88,6 +88,8 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN paused_until INTEGER;",
 	/* 6 -> 7: a time limit for a group's handlers */
 	"ALTER TABLE grp ADD COLUMN timeout INTEGER;",
+	/* 7 -> 8: mq-topic cancel */
+	"ALTER TABLE grp ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

@@ -5,8 +5,9 @@
  * Files: sqlite.c (the table of operations), open.c (finding, creating,
  * migrating; statements; transactions), engine.c (the -mq file: writer
  * queue, group commit, wake-ups), topic.c (topics, groups, their counts,
- * consumers), deliver.c (append, claim, settle), log.c (reading, moving,
- * redriving, tracing, purging), wait.c (waiting for a topic).
+ * consumers), deliver.c (append, claim, settle), mark.c (cancel, delay),
+ * log.c (reading, moving, redriving, tracing, purging), wait.c (waiting
+ * for a topic).
  */
 #ifndef MQ_SQ_H
 #define MQ_SQ_H
@@ -109,6 +110,7 @@ int	 sq_group_row(struct sq *, int64_t topic, const char *name,
 void	 sq_topic_ensure(struct sq *, const char *name, struct mq_topic *);
 void	 sq_group_ensure(struct sq *, const struct mq_topic *,
 	    const char *name, int latest, struct mq_group *);
+int	 sq_groups(struct sq *, int64_t topic, struct mq_group **);
 int	 sq_need(struct sq *, const char *topic, const char *group,
 	    struct mq_topic *, struct mq_group *);
 void	 sq_stats(struct sq *, const struct mq_topic *, const struct mq_group *,
@@ -167,6 +169,7 @@ int	 sq_move(struct mq *, const char *, const char *,
 	    const struct mq_move *, struct mq_moved *);
 int	 sq_redrive(struct mq *, const char *, const char *, const int64_t *,
 	    int *, int, int, int64_t *);
+int	 sq_mark(struct mq *, const struct mq_mark *, struct mq_marked **);
 int	 sq_trace(struct mq *, const char *, int64_t, struct mq_trace *);
 int	 sq_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 sq_purge(struct mq *, const char *, struct mq_purge *);

@@ -1,7 +1,7 @@
 /*
  * sqlite.c: the SQLite backend as the storage interface sees it: its
  * table of operations (backend.h), implemented in topic.c, deliver.c,
- * log.c and wait.c.  Nothing else in this folder refers to the table, so
+ * log.c, mark.c and wait.c.  Nothing else in this folder refers to the table, so
  * those files depend on open.c and engine.c, never the other way.
  */
 #include "sq.h"
@@ -26,6 +26,7 @@ static const struct mq_backend sqlite_backend = {
 	.offset_at = sq_offset_at,
 	.move = sq_move,
 	.redrive = sq_redrive,
+	.mark = sq_mark,
 	.trace = sq_trace,
 	.list = sq_list,
 	.purge = sq_purge,

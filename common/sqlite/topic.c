@@ -67,7 +67,7 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout"
+	"settled_ts, paused_until, timeout, cancelled"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -88,6 +88,7 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->settled_ts = sqlite3_column_int64(s, 13);	/* NULL: 0 */
 	g->paused_until = sqlite3_column_int64(s, 14);	/* NULL: 0 */
 	g->timeout = sqlite3_column_int64(s, 15);	/* NULL: 0 */
+	g->cancelled = sqlite3_column_int64(s, 16);
 }
 
 int
@@ -310,8 +311,8 @@ drop_group(struct sq *q, int64_t id)
 	exec_id(q, "DELETE FROM grp WHERE id = ?", id, "cannot delete group");
 }
 
-static int
-groups(struct sq *q, int64_t topic, struct mq_group **out)
+int
+sq_groups(struct sq *q, int64_t topic, struct mq_group **out)
 {
 	sqlite3_stmt *s = sq_stmt(q,
 	    "SELECT " GROUP_COLS " FROM grp WHERE topic = ? ORDER BY name");
@@ -340,7 +341,7 @@ sq_topic_delete(struct mq *mq, const char *name, int force, struct mq_held *h)
 		sq_rollback(q);
 		return MQ_E_NOTOPIC;
 	}
-	n = groups(q, t.id, &g);
+	n = sq_groups(q, t.id, &g);
 	for (i = 0; i < n && !force; i++)
 		if ((h->n = unsettled(q, &t, &g[i])) > 0) {
 			snprintf(h->group, sizeof h->group, "%s", g[i].name);
@@ -451,6 +452,36 @@ sq_group_delete(struct mq *mq, const char *topic, const char *name, int force,
 }
 
 /*
+ * Messages from the group's position on that have a delivery row
+ * already (cancelled or rescheduled before they were handed out) are not
+ * pending: those rows count them, or nothing does (cancelled).
+ */
+static void
+ahead(struct sq *q, const struct mq_topic *t, const struct mq_group *g,
+    int64_t now, struct mq_gstats *st)
+{
+	sqlite3_stmt *s = sq_stmt(q, "SELECT count(*), count(*) FILTER "
+	    "(WHERE m.due > m.ts AND m.due > ?3) FROM delivery d JOIN msg m "
+	    "ON m.topic = ?4 AND m.off = d.off WHERE d.grp = ?1 AND "
+	    "d.off >= ?2");
+	int64_t n = 0, delayed = 0;
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_int64(s, 2, g->pos);
+	sqlite3_bind_int64(s, 3, now);
+	sqlite3_bind_int64(s, 4, t->id);
+	if (sq_step(q, s, "cannot read deliveries") == SQLITE_ROW) {
+		n = sqlite3_column_int64(s, 0);
+		delayed = sqlite3_column_int64(s, 1);
+	}
+	sqlite3_reset(s);
+	st->ahead = n;
+	n -= delayed;
+	st->pending -= n < st->pending ? n : st->pending;
+	st->delayed -= delayed < st->delayed ? delayed : st->delayed;
+}
+
+/*
  * A group's state, from its cursor and its delivery rows only: the cost
  * follows the number of unsettled deliveries, not the size of the log.
  */
@@ -502,6 +533,9 @@ sq_stats(struct sq *q, const struct mq_topic *t, const struct mq_group *g,
 		st->pending -= delayed < st->pending ? delayed : st->pending;
 		st->delayed += delayed;
 	}
+	/* messages from pos on with a row (mark.c): counted by their rows */
+	if (st->pending || st->delayed)
+		ahead(q, t, g, now, st);
 	st->lag = st->pending + st->inflight + st->expired + st->retrying +
 	    st->waiting;
 
@@ -511,9 +545,16 @@ sq_stats(struct sq *q, const struct mq_topic *t, const struct mq_group *g,
 	if (st->pending && (!off || g->pos < off))
 		off = g->pos;
 	if (off) {
-		s = sq_stmt(q, "SELECT off, ts FROM msg WHERE topic = ?1 AND "
+		s = sq_stmt(q, st->ahead ? "SELECT off, ts FROM msg WHERE "
+		    "topic = ?1 AND off >= ?2 AND NOT (due > ts AND due > ?3 "
+		    "AND off >= ?4) AND NOT EXISTS (SELECT 1 FROM delivery d "
+		    "WHERE d.grp = ?5 AND d.off = msg.off AND d.off >= ?4 AND "
+		    "(d.state = 5 OR d.due > ?3)) ORDER BY off LIMIT 1" :
+		    "SELECT off, ts FROM msg WHERE topic = ?1 AND "
 		    "off >= ?2 AND NOT (due > ts AND due > ?3 AND off >= ?4) "
 		    "ORDER BY off LIMIT 1");
+		if (st->ahead)
+			sqlite3_bind_int64(s, 5, g->id);
 		sqlite3_bind_int64(s, 1, t->id);
 		sqlite3_bind_int64(s, 2, off);
 		sqlite3_bind_int64(s, 3, now);
@@ -563,7 +604,7 @@ sq_snapshot(struct mq *mq, struct mq_lag *L)
 	for (i = 0; i < nt; i++) {
 		if (L->topic && strcmp(t[i].name, L->topic))
 			continue;
-		ng = groups(q, t[i].id, &g);
+		ng = sq_groups(q, t[i].id, &g);
 		for (k = 0; k < ng; k++) {
 			if (L->group && strcmp(g[k].name, L->group))
 				continue;

@@ -1,0 +1,249 @@
+#!/usr/bin/env bats
+# 072-cancel.bats: mq-topic cancel and delay: one message (by offset, key
+# or dedup id), in every group or one, whatever it is doing: not handed
+# out yet, waiting for a retry, in flight, dead; counted, traced; refused
+# changes nothing; a cancel racing a claim has one winner.
+
+# shellcheck disable=SC2154 # stderr: set by run --separate-stderr
+load test_helper
+bats_require_minimum_version 1.5.0
+
+# one_error PROG: the last run printed exactly one line on stderr, from PROG.
+one_error() {
+	local e=${stderr%%$'\n'usage: *}
+	[[ $e != *$'\n'* ]] || fail "want one line on stderr, got: $stderr"
+	[[ $e == "$1: "* ]] || fail "want a line from $1, got: $stderr"
+}
+
+# bodies GROUP: the bodies GROUP receives now (and acks), one a line.
+bodies() {
+	local out
+	out=$(mq-recv -A -n 0 -g "$1" --format '%b\n' t) || true
+	printf '%s' "$out"
+}
+
+# lagj GROUP FILTER: FILTER is true of the group's mq-lag --json row.
+lagj() {
+	mq-lag --json t "$1" | jtrue -s ".[0] | $2"
+}
+
+@test "cancel: a message no group has had is skipped by every group; counted, traced" {
+	seq 5 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	run -0 mq-topic cancel t 2 4
+	assert_output "t/g: cancelled 2
+t/g: cancelled 4
+t/h: cancelled 2
+t/h: cancelled 4"
+	lagj g '.lag == 3 and .cancelled_total == 2 and .settled_total == 2'
+	assert_equal "$(bodies g)" "$(printf '1\n3\n5')"
+	assert_equal "$(bodies h)" "$(printf '1\n3\n5')"
+	lagj g '.lag == 0 and .position == 6 and .cancelled_total == 2'
+	# passed by: no row is left behind for the cancelled ones
+	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
+	run -0 mq-replay --trace 2 t
+	assert_line --regexp '^group g: settled$'
+	assert_line --regexp 'attempt 0  cancelled  .*by '"$(id -un)"'$'
+	run -0 mq-topic show t
+	assert_line --regexp '^group g: .*dead 0, cancelled 2, consumers 0;'
+	mq-lag --prometheus t | grep -qx 'mq_group_cancelled_total{topic="t",group="g"} 2'
+}
+
+@test "cancel: waiting for a retry or dead, the row goes; in flight only with --force, then its receipt is stale" {
+	seq 3 | mq-send -q t
+	mq-topic group t g --max-attempts 2 >/dev/null
+	r1=$(mq-recv -g g --format '%r' t)
+	mq-ack --fail "$r1"			# 1 waits for its retry
+	r2=$(mq-recv -g g --format '%r' t)	# 2 in flight
+	r3=$(mq-recv -g g --format '%r' t)
+	mq-ack --dead "$r3"			# 3 dead
+	lagj g '.retrying == 1 and .in_flight == 1 and .dead == 1'
+	before=$(db_state)
+	run --separate-stderr -1 mq-topic cancel t 1 2 3
+	one_error mq-topic
+	stderr_has "t/g: 2 is in flight" "--force"
+	assert_output ''
+	assert_equal "$(db_state)" "$before"
+	run -0 mq-topic cancel t 1 3
+	assert_output "t/g: cancelled 1
+t/g: cancelled 3"
+	lagj g '.retrying == 0 and .dead == 0 and .in_flight == 1 and .cancelled_total == 2'
+	run -0 mq-topic cancel --force t 2
+	assert_output "t/g: cancelled 2"
+	run -1 mq-ack "$r2"
+	lagj g '.lag == 0 and .in_flight == 0 and .cancelled_total == 3 and .settled_total == 3'
+	run -1 mq-recv -g g t
+	# the attempt's delivery stays in the history
+	run -0 mq-replay --trace 2 t
+	assert_line --regexp 'attempt 1  delivered'
+	assert_line --regexp 'attempt 1  cancelled'
+}
+
+@test "cancel -g: only that group; --dry-run says what and changes nothing" {
+	seq 3 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	before=$(db_state)
+	run -0 mq-topic cancel --dry-run t 1
+	assert_output "t/g: would cancel 1
+t/h: would cancel 1"
+	assert_equal "$(db_state)" "$before"
+	run -0 mq-topic cancel -g h t 1
+	assert_output "t/h: cancelled 1"
+	assert_equal "$(bodies g)" "$(printf '1\n2\n3')"
+	assert_equal "$(bodies h)" "$(printf '2\n3')"
+}
+
+@test "cancel -k KEY: every unsettled message of the key; --dedup ID: the one of the id" {
+	mq-send -q -k a t a1
+	mq-send -q -k b t b1
+	mq-send -q -k a t a2
+	mq-send -q --dedup order-7 t o7
+	mq-send -q -k a t a3
+	mq-topic group t g --from earliest >/dev/null
+	recv_ack g 1				# a1 settled
+	run -0 mq-topic cancel -k a t
+	assert_output "t/g: cancelled 3
+t/g: cancelled 5"
+	run -0 mq-topic cancel --dedup order-7 t
+	assert_output "t/g: cancelled 4"
+	assert_equal "$(bodies g)" b1
+	run --separate-stderr -66 mq-topic cancel -k nosuch t
+	one_error mq-topic
+	run --separate-stderr -66 mq-topic cancel --dedup nosuch t
+	one_error mq-topic
+}
+
+@test "cancel: nothing left to do is 1; bad input is 64, 65 or 66 with one line, and changes nothing" {
+	seq 2 | mq-send -q t
+	run --separate-stderr -1 mq-topic cancel t 1
+	one_error mq-topic
+	stderr_has "no groups"
+	mq-topic group t g >/dev/null
+	recv_ack g 1
+	before=$(db_state)
+	run --separate-stderr -1 mq-topic cancel t 1
+	one_error mq-topic
+	stderr_has "nothing to cancel" "settled already"
+	run --separate-stderr -66 mq-topic cancel t 1 9
+	one_error mq-topic
+	stderr_has "no message at offset 9"
+	run --separate-stderr -66 mq-topic cancel nosuch 1
+	one_error mq-topic
+	run --separate-stderr -66 mq-topic cancel -g nosuch t 2
+	one_error mq-topic
+	for args in "t" "t 0" "t x" "-k a t 2" "--dedup i -k a t" "--at now t 2" \
+	    "--bogus t 2" "-g BAD/NAME t 2" ""; do
+		# shellcheck disable=SC2086 # each args is words on purpose
+		run --separate-stderr -64 mq-topic cancel $args
+		one_error mq-topic
+	done
+	for args in "t 2" "--at now --delay 1s t 2" "--delay xyz t 2"; do
+		# shellcheck disable=SC2086
+		run --separate-stderr -64 mq-topic delay $args
+		one_error mq-topic
+	done
+	run --separate-stderr -65 mq-topic delay --at 'not a time' t 2
+	one_error mq-topic
+	assert_equal "$(db_state)" "$before"
+}
+
+@test "delay: a message not handed out, or waiting for a retry, is due at the new time; earlier works too" {
+	mq-send -q t now
+	mq-send -q --delay 1h t later
+	mq-topic group t g --backoff 1h >/dev/null
+	run -0 mq-topic delay --delay 1h t 1
+	assert_output --regexp '^t/g: rescheduled 1 to 20[0-9-]+T[0-9:.]+Z$'
+	run -1 mq-recv -g g t
+	lagj g '.lag == 0 and .delayed == 2'
+	run -0 mq-topic delay --at now t 2
+	assert_equal "$(bodies g)" later
+	run -0 mq-topic delay --at now t 1
+	r=$(mq-recv -g g --format '%r' t)
+	mq-ack --fail "$r"			# waits an hour for its retry
+	lagj g '.retrying == 1'
+	run -0 mq-topic delay --at now t 1
+	run -0 mq-recv -g g --format '%b %a' t
+	assert_output 'now 2'
+}
+
+@test "delay: in flight is refused without --force; a dead letter is refused; --dry-run changes nothing" {
+	seq 2 | mq-send -q t
+	mq-topic group t g >/dev/null
+	r=$(mq-recv -g g --format '%r' t)
+	r2=$(mq-recv -g g --format '%r' t)
+	mq-ack --dead "$r2"
+	before=$(db_state)
+	run --separate-stderr -1 mq-topic delay --delay 1h t 1
+	one_error mq-topic
+	stderr_has "in flight" "--force"
+	run --separate-stderr -1 mq-topic delay --delay 1h t 2
+	one_error mq-topic
+	stderr_has "dead letter" "mq-replay --dead"
+	run -0 mq-topic delay --dry-run --delay 1h t 1 --force
+	assert_output --regexp '^t/g: would reschedule 1 to '
+	assert_equal "$(db_state)" "$before"
+	run -0 mq-topic delay --force --at now t 1
+	run -1 mq-ack "$r"
+	run -0 mq-recv -g g --format '%b %a' t
+	assert_output '1 2'
+}
+
+@test "delay in an ordered group: later messages of the key wait behind the one moved" {
+	mq-send -q -k a t a1
+	mq-send -q -k a t a2
+	mq-send -q -k b t b1
+	mq-topic group t g --ordered >/dev/null
+	mq-topic delay --delay 1h t 1 >/dev/null
+	assert_equal "$(bodies g)" b1
+	mq-topic delay --at now t 1 >/dev/null
+	run -0 mq-recv -n 0 -g g --format '%b %r' t
+	assert_equal "${#lines[@]}" 1
+	[[ $output == "a1 "* ]] || fail "want a1 alone, got: $output"
+	mq-ack "${output#a1 }"
+	assert_equal "$(bodies g)" a2
+	lagj g '.lag == 0 and .delayed == 0'
+}
+
+@test "a rewind hands a cancelled message out again; a skip ahead leaves no row behind" {
+	seq 4 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic cancel t 2 3 >/dev/null
+	mq-replay -g g --from-offset 4 t >/dev/null
+	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
+	assert_equal "$(bodies g)" 4
+	mq-topic cancel t 1 >/dev/null || true	# settled: nothing
+	mq-replay -g g --from-offset 1 t >/dev/null
+	assert_equal "$(bodies g)" "$(printf '1\n2\n3\n4')"
+}
+
+@test "cancel racing a claim: either the claim wins and the cancel is refused, or the cancel wins and nobody receives it" {
+	mq-topic group t g >/dev/null
+	local i won_c=0 won_r=0
+	for i in $(seq 20); do
+		mq-send -q t "m$i"
+		mq-recv -g g --format '%o %r\n' t >"recv.$i" 2>/dev/null &
+		rp=$!
+		mq-topic cancel t "$i" >"cancel.$i" 2>&1 &
+		cp=$!
+		st_r=0 st_c=0
+		wait "$rp" || st_r=$?
+		wait "$cp" || st_c=$?
+		if [ "$st_c" = 0 ]; then
+			[ "$st_r" = 1 ] && [ ! -s "recv.$i" ] ||
+			    fail "round $i: cancelled, yet received: $(cat "recv.$i")"
+			won_c=$((won_c + 1))
+		else
+			[ "$st_c" = 1 ] || fail "round $i: cancel exit $st_c: $(cat "cancel.$i")"
+			grep -q 'in flight' "cancel.$i" || fail "round $i: $(cat "cancel.$i")"
+			read -r off r <"recv.$i"
+			assert_equal "$off" "$i"
+			mq-ack "$r"
+			won_r=$((won_r + 1))
+		fi
+	done
+	echo "# cancel won $won_c, claim won $won_r" >&3
+	lagj g '.lag == 0 and .in_flight == 0 and .position == 21'
+	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
+}
