@@ -32,7 +32,7 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/out.c common/input.c common/table.c common/lag.c common/list.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c \
-	common/sqlite/combine.c common/sqlite/mark.c
+	common/sqlite/combine.c common/sqlite/mark.c common/sqlite/backup.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
 	common/pg/log.c common/pg/wait.c common/pg/mark.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)

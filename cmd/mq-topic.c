@@ -6,6 +6,7 @@
  *   group TOPIC GROUP [options]    group-delete [--force] TOPIC GROUP
  *   cancel TOPIC OFFSET... [options]
  *   delay TOPIC OFFSET... --at TIME|--delay DUR [options]
+ *   backup FILE
  *
  * Every change is one operation of the storage interface; settings are
  * checked before the database is opened for writing (admin.c holds the
@@ -38,6 +39,7 @@ static const char synopsis[] =
     "[--dry-run]\n"
     "                [-g GROUP] TOPIC OFFSET... | -k KEY TOPIC | "
     "--dedup ID TOPIC\n"
+    "       mq-topic [-d FILE] backup FILE\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
     "paused=WHEN|no\n";
 static const char *const help[] = {
@@ -151,6 +153,11 @@ main(int argc, char *argv[])
 		deleted(c, argv[1], NULL, &h);
 	} else if (!strcmp(cmd, "group")) {
 		q = mq_topic_group(dbpath, argc, argv);
+	} else if (!strcmp(cmd, "backup")) {
+		if (argc != 2)
+			mq_usage_err("backup takes one FILE");
+		q = mq_open(dbpath, MQ_READ);
+		mq_backup(q, argv[1]);
 	} else if (!strcmp(cmd, "cancel") || !strcmp(cmd, "delay")) {
 		q = mq_topic_mark(dbpath, *cmd == 'c' ? MQ_CANCEL : MQ_DELAY,
 		    force, argc, argv);
@@ -164,8 +171,8 @@ main(int argc, char *argv[])
 		    argv[2], &h);
 	} else {
 		mq_usage_err("unknown command '%s': want create, list, "
-		    "show, set, delete, group, group-delete, cancel or delay",
-		    cmd);
+		    "show, set, delete, group, group-delete, cancel, delay or "
+		    "backup", cmd);
 	}
 	mq_close(q);
 	return mq_finish();

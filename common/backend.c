@@ -329,6 +329,15 @@ mq_vacuum(struct mq *q)
 	q->be->vacuum(q);
 }
 
+void
+mq_backup(struct mq *q, const char *file)
+{
+	if (!q->be->backup)
+		mq_die(MQ_EX_USAGE, "backup: a %s database is backed up with "
+		    "its own tools (pg_dump; see mq(7))", q->be->name);
+	q->be->backup(q, file);
+}
+
 int64_t
 mq_join(struct mq *q, const char *topic, const char *group, int latest,
     int64_t pgid, int64_t pgstart, int64_t *lease)

@@ -79,6 +79,8 @@ struct mq_backend {
 		    int);
 	int	(*purge)(struct mq *, const char *, struct mq_purge *);
 	void	(*vacuum)(struct mq *);
+	/* a consistent copy to a new file; NULL: not this way (PostgreSQL) */
+	void	(*backup)(struct mq *, const char *);
 
 	/* consumers: me is this process (host.c fills it) */
 	int64_t	(*join)(struct mq *, const char *, const char *, int,

@@ -410,6 +410,7 @@ struct mq_purge {
 };
 int	 mq_purge(struct mq *, const char *topic, struct mq_purge *);
 void	 mq_vacuum(struct mq *);
+void	 mq_backup(struct mq *, const char *file);
 
 /* Consumers: processes that hold leases of their own (exec mode, -f). */
 struct mq_consumer {

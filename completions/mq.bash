@@ -221,8 +221,10 @@ _mq() {
 				_mq_reply "$opts"
 			else
 				_mq_reply 'create list show set delete group group-delete
-				    cancel delay'
+				    cancel delay backup'
 			fi ;;
+		backup)
+			((npos == 1)) && _mq_files ;;
 		cancel|delay)
 			if [[ $cur == -* ]]; then
 				w='-f -g -k --force --group --key --dedup --dry-run'

@@ -203,6 +203,7 @@ complete -c mq-topic -n $sub -a group -d 'create or configure a consumer group'
 complete -c mq-topic -n $sub -a group-delete -d 'delete a consumer group'
 complete -c mq-topic -n $sub -a cancel -d 'settle messages as cancelled'
 complete -c mq-topic -n $sub -a delay -d 'make messages due at another time'
+complete -c mq-topic -n $sub -a backup -d 'copy the database to a new file'
 set -l is "__fish_seen_subcommand_from"
 complete -c mq-topic -n "$is show set delete group group-delete cancel delay; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
 complete -c mq-topic -n "$is group group-delete; and __mq_nop 2 $a" -a "(__mq_groups (__mq_operands $a)[2])" -d group

@@ -56,6 +56,8 @@ argopts() {
 	mq-topic group logs archive >/dev/null
 	run -0 complete_line mq-topic ca
 	assert_output cancel
+	run -0 complete_line mq-topic ba
+	assert_output backup
 	run -0 complete_line mq-topic delay --a
 	assert_output --at
 	run -0 complete_line mq-topic cancel --a

@@ -914,3 +914,16 @@ sq_data_version(struct sq *q)
 		sq_die(q, "cannot read database");
 	return v;
 }
+
+/* For the other files of this folder. */
+int
+sq_status_of_errno(int eno)
+{
+	return status_of_errno(eno);
+}
+
+void
+sq_sync_dir(const char *path)
+{
+	sync_dir(path);
+}

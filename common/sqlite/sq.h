@@ -6,8 +6,8 @@
  * migrating; statements; transactions), engine.c (the -mq file: writer
  * queue, group commit, wake-ups), topic.c (topics, groups, their counts,
  * consumers), deliver.c (append, claim, settle), mark.c (cancel, delay),
- * log.c (reading, moving, redriving, tracing, purging), wait.c (waiting
- * for a topic).
+ * log.c (reading, moving, redriving, tracing, purging), backup.c,
+ * wait.c (waiting for a topic).
  */
 #ifndef MQ_SQ_H
 #define MQ_SQ_H
@@ -73,6 +73,8 @@ void	 sq_exec(struct sq *, const char *sql, const char *what);
 int64_t	 sq_int(struct sq *, const char *sql, int64_t dflt, int nargs, ...);
 char	*sq_text(sqlite3_stmt *, int col);
 void	 sq_copy(sqlite3_stmt *, int col, char *buf, size_t len);
+int	 sq_status_of_errno(int);
+void	 sq_sync_dir(const char *path);
 void	 sq_begin(struct sq *);
 void	 sq_begin_read(struct sq *);
 void	 sq_commit(struct sq *, int how);
@@ -170,6 +172,7 @@ int	 sq_move(struct mq *, const char *, const char *,
 int	 sq_redrive(struct mq *, const char *, const char *, const int64_t *,
 	    int *, int, int, int64_t *);
 int	 sq_mark(struct mq *, const struct mq_mark *, struct mq_marked **);
+void	 sq_backup(struct mq *, const char *);
 int	 sq_trace(struct mq *, const char *, int64_t, struct mq_trace *);
 int	 sq_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 sq_purge(struct mq *, const char *, struct mq_purge *);

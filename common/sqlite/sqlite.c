@@ -1,7 +1,7 @@
 /*
  * sqlite.c: the SQLite backend as the storage interface sees it: its
  * table of operations (backend.h), implemented in topic.c, deliver.c,
- * log.c, mark.c and wait.c.  Nothing else in this folder refers to the table, so
+ * log.c, mark.c, backup.c and wait.c.  Nothing else in this folder refers to the table, so
  * those files depend on open.c and engine.c, never the other way.
  */
 #include "sq.h"
@@ -31,6 +31,7 @@ static const struct mq_backend sqlite_backend = {
 	.list = sq_list,
 	.purge = sq_purge,
 	.vacuum = sq_vacuum,
+	.backup = sq_backup,
 	.join = sq_join,
 	.beat = sq_beat,
 	.leave = sq_leave,
