@@ -224,7 +224,8 @@ is_child() {
 # listed in $BATS_TEST_TMPDIR/pgids), waiting with stderr closed so bash
 # prints no "Killed" notices.  Only pids that are still children of the
 # test's shell are killed: start what you list in pids from the test
-# itself (not from a subshell), one pid a line.
+# itself (not from a subshell), one pid a line.  A group is killed only
+# while it is ours (our_groups).
 kill_bg() {
 	local p
 	if [ -e "$BATS_TEST_TMPDIR/pids" ]; then
@@ -234,10 +235,42 @@ kill_bg() {
 		done <"$BATS_TEST_TMPDIR/pids"
 	fi
 	if [ -e "$BATS_TEST_TMPDIR/pgids" ]; then
-		while read -r p; do
+		our_groups <"$BATS_TEST_TMPDIR/pgids"
+		for p in "${OURS[@]}"; do
 			{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
-		done <"$BATS_TEST_TMPDIR/pgids"
+		done
 	fi
+}
+
+# our_groups: of the process groups on stdin, one a line, those still this
+# test's, in OURS (so not to be called in a subshell): the leader is a
+# child of this shell, or a member has the test's BATS_TEST_TMPDIR in its
+# environment (all the test starts inherits it, and keeps it once its
+# parent is gone, as a handler whose mq-recv was killed does).  A group
+# number reused by some other process on the machine has neither.
+our_groups() {
+	local p f st
+	local -A want=() mine=()
+	while read -r p; do
+		[[ $p =~ ^[0-9]+$ ]] || continue
+		if is_child "$p"; then mine[$p]=1; else want[$p]=1; fi
+	done
+	if [ ${#want[@]} -gt 0 ]; then
+		for f in /proc/[0-9]*/stat; do
+			{ read -r st <"$f"; } 2>/dev/null || continue
+			st=${st##*) }		# STATE PPID PGRP ...
+			st=${st#* * }
+			p=${st%% *}
+			if [ -z "${want[$p]-}" ] || [ -n "${mine[$p]-}" ]; then
+				continue
+			fi
+			if grep -qsxzF "BATS_TEST_TMPDIR=$BATS_TEST_TMPDIR" \
+			    "${f%stat}environ"; then
+				mine[$p]=1
+			fi
+		done
+	fi
+	OURS=("${!mine[@]}")
 }
 
 # recv_ack GROUP [N] [TOPIC]: receive up to N (default all) messages of
