@@ -181,6 +181,26 @@ wait_for() {
 	done
 }
 
+# switches PID: PID's voluntary context switches: the times it slept.
+switches() {
+	awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "/proc/$1/status"
+}
+
+# moved PID N: PID has slept and woken since it had N switches.
+moved() {
+	[ "$(switches "$1")" != "$2" ]
+}
+
+# after_look PID: returns just after the waiting PID woke (and went back
+# to sleep): a safety look, when nothing else happens.  The next one is
+# a second away (five on PostgreSQL).
+after_look() {
+	local n
+	n=$(switches "$1")
+	[ -n "$n" ] || fail "pid $1 is gone"
+	wait_for 10 moved "$1" "$n"
+}
+
 # now_ms: the time in milliseconds since the epoch.
 now_ms() {
 	date +%s%3N
