@@ -77,7 +77,9 @@ msgs() {
 	run -0 mq-send --delay 3s t later
 	assert_output 1
 	assert_equal "$(sql 'SELECT due - ts FROM msg WHERE off = 1')" 3000
-	run -1 --separate-stderr mq-recv -g g t
+	run --separate-stderr mq-recv -g g t
+	in_time $((start + 3000)) "the delay"
+	assert_equal "$status" 1
 	assert_equal "$output" ""
 	assert_equal "$stderr" ""
 	wait_for 20 got
@@ -120,7 +122,9 @@ ago"
 	run -0 mq-send --at "$at" t soon
 	assert_output 4
 	assert_equal "$(sql 'SELECT due FROM msg WHERE off = 4')" "$due"
-	run -1 mq-recv -g g t
+	run mq-recv -g g t
+	in_time "$due" "the --at time"
+	assert_equal "$status" 1
 	wait_for 20 got
 	[ "$(now_ms)" -ge "$due" ] || fail "received before $due"
 	[[ $GOT == *" soon" ]] || fail "got: $GOT"
