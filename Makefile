@@ -41,6 +41,10 @@ HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
 
+# The tests' own tools: a fault injector and a power-cut recorder
+# (LD_PRELOAD shims) and the tool that rebuilds files after a power cut.
+TOOLS = $(B)/t/faultshim.so $(B)/t/pcshim.so $(B)/t/powercut
+
 all: $(BINS)
 
 # Nothing is compiled before t/deps.sh has found what the build needs:
@@ -54,7 +58,7 @@ lint: NEED = install lint
 need:
 	@sh t/deps.sh $(NEED)
 
-$(B)/schema.h $(LIBOBJ) $(PGOBJ) $(BINS): | need
+$(B)/schema.h $(LIBOBJ) $(PGOBJ) $(BINS) $(TOOLS): | need
 
 $(B)/pgflags: FORCE | need
 	@mkdir -p $(B); f=; \
@@ -106,10 +110,6 @@ asan: need
 
 deps:
 	@sh t/deps.sh install all
-
-# The tests' own tools: a fault injector and a power-cut recorder
-# (LD_PRELOAD shims) and the tool that rebuilds files after a power cut.
-TOOLS = $(B)/t/faultshim.so $(B)/t/pcshim.so $(B)/t/powercut
 
 tools: $(TOOLS)
 

@@ -129,7 +129,7 @@ stop_bg() {
 		sleep 0.1
 		_i=$((_i + 1))
 	done
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086 # a list of pids
 	[ -z "$_alive" ] || kill -9 $_alive 2>/dev/null || :
 	for _p in $BG; do
 		wait "$_p" 2>/dev/null || :

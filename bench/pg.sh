@@ -415,7 +415,7 @@ bench_producers() {
 			rawpg init "$RAW"
 			rm -f "$TMP/raw$k.us"
 			out=$(rawpg commit "$RAW" "$k" "$PROD_N" "$TMP/raw$k.us")
-			# shellcheck disable=SC2086
+			# shellcheck disable=SC2086 # "US COUNT"
 			set -- $out
 			r=$(rate "$2" "$1")
 			if [ "$k" = 1 ]; then
@@ -431,11 +431,11 @@ bench_producers() {
 	echo "  msg/s of each run: 1 producer:$all1; rawpg 1 client:$allr1;" \
 	    "$PRODUCERS producers:$allk; rawpg $PRODUCERS clients:$allrk"
 	for k in 1 "$PRODUCERS"; do
-		# shellcheck disable=SC2046
+		# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 		set -- $(dist "$TMP/prod$k.us")
 		printf '  message latency, last run, %d: mq p50 %s ms, p99 %s ms;' \
 		    "$k" "$(us2ms "$2")" "$(us2ms "$4")"
-		# shellcheck disable=SC2046
+		# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 		set -- $(dist "$TMP/raw$k.us")
 		printf ' raw p50 %s ms, p99 %s ms\n' "$(us2ms "$2")" "$(us2ms "$4")"
 	done
@@ -448,7 +448,7 @@ bench_producers() {
 
 # lat_line LABEL FILE: "LABEL: N samples, p50 .. ms, p90, p99, max".
 lat_line() {
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- "$1" $(dist "$2")
 	printf '  %-40s %4d samples, p50 %s ms, p90 %s ms, p99 %s ms, max %s ms\n' \
 	    "$1:" "$2" "$(us2ms "$3")" "$(us2ms "$4")" "$(us2ms "$5")" \

@@ -229,7 +229,7 @@ bench_producers() {
 		out=$(bounded "$TMP/bin/prod" "$PRODUCERS" "$PROD_N" \
 		    "$TMP/prodk.us" "$B/mq-send" -d "$db" t) ||
 		    die "$PRODUCERS producers failed"
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086 # "US COUNT"
 		set -- $out
 		r=$(rate "$2" "$1")
 		keep_max bestk "$r"
@@ -238,7 +238,7 @@ bench_producers() {
 		rm -f "$TMP"/rawc.db*
 		out=$(bounded "$TMP/bin/rawq" commit "$TMP/rawc.db" "$PROD_N") ||
 		    die "rawq commit failed"
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086 # "US COUNT"
 		set -- $out
 		r=$(rate "$2" "$1")
 		keep_max bestraw "$r"
@@ -247,11 +247,11 @@ bench_producers() {
 	done
 	echo "  msg/s of each run: 1 producer:$all1; $PRODUCERS producers:$allk;" \
 	    "rawq commit:$allraw"
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- $(dist "$TMP/prod1.us")
 	printf '  line to offset, last run: 1 producer p50 %s ms, p99 %s ms;' \
 	    "$(us2ms "$2")" "$(us2ms "$4")"
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- $(dist "$TMP/prodk.us")
 	printf ' %d producers p50 %s ms, p99 %s ms\n' "$PRODUCERS" \
 	    "$(us2ms "$2")" "$(us2ms "$4")"
@@ -433,7 +433,7 @@ out_latency() {
 
 # lat_line LABEL FILE: "LABEL: N samples, p50 .. ms, p90, p99, max".
 lat_line() {
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- "$1" $(dist "$2")
 	printf '  %-34s %4d samples, p50 %s ms, p90 %s ms, p99 %s ms, max %s ms\n' \
 	    "$1:" "$2" "$(us2ms "$3")" "$(us2ms "$4")" "$(us2ms "$5")" \
@@ -538,7 +538,7 @@ cpu_of() {
 	# shellcheck disable=SC2086 # lists of files
 	_t=$(awk '{ sub(/.*\) /, ""); t += $12 + $13 } END { print t + 0 }' $_st)
 	_s=0
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086 # a list of files
 	[ -z "$_ss" ] ||
 	    _s=$(awk '{ t += $1 } END { printf "%d", t / 1000 }' $_ss)
 	echo "$_t $_s"
@@ -594,15 +594,15 @@ bench_idle() {
 		span=$((span + $1))
 		keep_max best1 "$r"
 		all1="$all1 $r"
-		# shellcheck disable=SC2046,SC2086
+		# shellcheck disable=SC2046,SC2086 # a list of pids; "TICKS US"
 		set -- $(cpu_of $pids)
 		ticks=$((ticks + $1 - c0)) sched=$((sched + $2 - s0))
 		if [ "$i" = 1 ]; then
-			# shellcheck disable=SC2046,SC2086
+			# shellcheck disable=SC2046,SC2086 # pids; "TICKS US"
 			set -- $(cpu_of $pids)
 			c0=$1 s0=$2
 			sleep "$IDLE"
-			# shellcheck disable=SC2046,SC2086
+			# shellcheck disable=SC2046,SC2086 # pids; "TICKS US"
 			set -- $(cpu_of $pids)
 			silent_ticks=$(($1 - c0)) silent_sched=$(($2 - s0))
 		fi
@@ -833,7 +833,7 @@ bench_purge() {
 	# base: sends done before the purge; during: sends overlapping it
 	: >"$TMP/base.us"
 	: >"$TMP/during.us"
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # awk prints "BASE_MS BASE_FAIL DURING_FAIL"
 	set -- $(awk -v p0="$p0" -v p1="$p1" -v dir="$TMP" '
 		{ us = sprintf("%d", ($2 - $1) / 1000) }
 		NR == 1 { first = $1 }
@@ -843,13 +843,13 @@ bench_purge() {
 	base_ms=$1 base_fail=$2 during_fail=$3
 	printf '  mq-purge t: %s s, deleted %s messages\n' \
 	    "$(decimal $(((p1 - p0) / 1000000)) 1000)" "${deleted:-0}"
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- $(dist "$TMP/base.us")
 	base_n=$1 base_worst=$5
 	printf '  producer, no purge (%s s):  %4d sends, p50 %s ms, p99 %s ms,' \
 	    "$(decimal "$base_ms" 1000 1)" "$1" "$(us2ms "$2")" "$(us2ms "$4")"
 	printf ' worst %s ms, %d failed\n' "$(us2ms "$5")" "$base_fail"
-	# shellcheck disable=SC2046
+	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- $(dist "$TMP/during.us")
 	printf '  producer, during the purge: %4d sends, p50 %s ms, p99 %s ms,' \
 	    "$1" "$(us2ms "$2")" "$(us2ms "$4")"

@@ -105,7 +105,7 @@ error: disk full"
 @test "--timeout: a handler that ignores SIGTERM gets SIGKILL after the grace time" {
 	mq-topic group t g >/dev/null
 	mq-send -q t m
-	# shellcheck disable=SC2016
+	# shellcheck disable=SC2016 # $$ is the handler shell's
 	printf '%s\n' '#!/bin/sh' \
 	    'cut -d" " -f5 /proc/$$/stat >>pgids' \
 	    "trap '' TERM" 'echo $$ >handler' 'sleep 300 & wait; sleep 300' >stubborn

@@ -111,7 +111,9 @@ teardown_file() {
 	local p
 
 	[ -e "$BATS_FILE_TMPDIR/pids" ] || return 0
+	# only those not reaped yet: a reaped pid may be someone else's now
 	while read -r p; do
+		is_child "$p" || continue
 		{ kill -9 "$p"; wait "$p"; } 2>/dev/null || true
 	done <"$BATS_FILE_TMPDIR/pids"
 }

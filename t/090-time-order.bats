@@ -10,7 +10,10 @@
 # (msg.ts, msg.due, history.ts), not from the test's clock, and set
 # against the one thing a waiter may do instead: look again at its next
 # safety look, once a second (common/sqlite/wait.c).  The event under test falls
-# half a second or more before that look, and the bound is 400-500ms.
+# about 800ms before that look, and the bound is 500ms.  A waiter that
+# misses the event is that late every time; a machine too busy to wake a
+# sound one at once is rarely so three times running: such a test passes
+# on the first of three runs that is in time (promptly).
 
 # shellcheck disable=SC2154 # stderr: set by bats' run --separate-stderr
 
@@ -27,26 +30,6 @@ running() {
 	kill -0 "$1" 2>/dev/null || fail "pid $1 exited"
 }
 
-# switches PID: PID's voluntary context switches: the times it slept.
-switches() {
-	awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "/proc/$1/status"
-}
-
-# moved PID N: PID has slept and woken since it had N switches.
-moved() {
-	[ "$(switches "$1")" != "$2" ]
-}
-
-# after_look PID: returns just after the waiting PID woke (and went back
-# to sleep): a safety look, when nothing else happens.  The next one is
-# a second away.
-after_look() {
-	local n
-	n=$(switches "$1")
-	[ -n "$n" ] || fail "pid $1 is gone"
-	wait_for 10 moved "$1" "$n"
-}
-
 # delivered OFF [ATTEMPT]: when (ms) group g made delivery ATTEMPT
 # (default 1) of OFF; fails when it did not.  Meant for at=$(delivered
 # ...), where set -e is off: hence the explicit return.
@@ -60,6 +43,21 @@ delivered() {
 		return 1
 	fi
 	echo "$t"
+}
+
+# promptly WHAT CMD...: runs CMD, which sets LATE (ms, by the database's
+# clock), up to three times, each on a fresh database, until LATE is
+# under 500ms; fails, saying WHAT and each LATE, when it never is.
+promptly() {
+	local what=$1 try lates=
+	shift
+	for try in 1 2 3; do
+		[ "$try" = 1 ] || drop_db
+		"$@"
+		[ "$LATE" -ge 500 ] || return 0
+		lates="$lates ${LATE}ms"
+	done
+	fail "$what:$lates (safety look: 1s)"
 }
 
 # got [OPTIONS]: one plain receive in group g of topic t; "RECEIPT BODY"
@@ -79,7 +77,9 @@ msgs() {
 	run -0 mq-send --delay 3s t later
 	assert_output 1
 	assert_equal "$(sql 'SELECT due - ts FROM msg WHERE off = 1')" 3000
-	run -1 --separate-stderr mq-recv -g g t
+	run --separate-stderr mq-recv -g g t
+	in_time $((start + 3000)) "the delay"
+	assert_equal "$status" 1
 	assert_equal "$output" ""
 	assert_equal "$stderr" ""
 	wait_for 20 got
@@ -122,7 +122,9 @@ ago"
 	run -0 mq-send --at "$at" t soon
 	assert_output 4
 	assert_equal "$(sql 'SELECT due FROM msg WHERE off = 4')" "$due"
-	run -1 mq-recv -g g t
+	run mq-recv -g g t
+	in_time "$due" "the --at time"
+	assert_equal "$status" 1
 	wait_for 20 got
 	[ "$(now_ms)" -ge "$due" ] || fail "received before $due"
 	[[ $GOT == *" soon" ]] || fail "got: $GOT"
@@ -362,23 +364,26 @@ ago"
 
 @test "a waiting mq-recv -w wakes on a send, well before its timeout" {
 	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
-	mq-topic group t g >/dev/null
-	bg out mq-recv -g g -w 10s --format '%b\n' t
-	pid=$BG
-	sleep 1
-	running "$pid"	# still waiting
-	# the send lands just after one of its safety looks: a waiter that
-	# only found it at the next one would take most of a second
-	after_look "$pid"
-	mq-send -q t hello
-	finish "$pid" 15
-	assert_equal "$ST" 0
-	assert_equal "$(cat out)" hello
-	# from the send to the delivery, by the database's clock
-	sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
-	at=$(delivered 1)
-	[ $((at - sent)) -lt 500 ] ||
-	    fail "delivered $((at - sent))ms after the send (safety look: 1s)"
+	wake_on_send() {
+		local pid sent at
+		mq-topic group t g >/dev/null
+		bg out mq-recv -g g -w 10s --format '%b\n' t
+		pid=$BG
+		sleep 1
+		running "$pid"	# still waiting
+		# the send lands just after one of its safety looks: a waiter
+		# that only found it at the next one would take most of a second
+		after_look "$pid"
+		mq-send -q t hello
+		finish "$pid" 15
+		assert_equal "$ST" 0
+		assert_equal "$(cat out)" hello
+		# from the send to the delivery
+		sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
+		at=$(delivered 1)
+		LATE=$((at - sent))
+	}
+	promptly "delivered after the send" wake_on_send
 }
 
 @test "mq-recv -f receives each message as it comes, and keeps following" {
@@ -399,70 +404,80 @@ ago"
 
 @test "a waiting mq-recv -w wakes when a retry falls due" {
 	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
-	mq-send -q t x
-	run -0 mq-recv -g g --format '%r' t
-	r=$output
-	bg out mq-recv -g g -w 10s --format '%a %b\n' t
-	pid=$BG
-	sleep 1
-	running "$pid"	# x is leased
-	# the fail wakes it (a commit); its safety looks come 1s and 2s
-	# after that, and the retry falls due half-way between them
-	mq-ack --fail --delay 1500ms "$r"
-	due=$(sql 'SELECT due FROM delivery WHERE off = 1 AND state = 0')
-	[ -n "$due" ] || fail "x is not waiting for its retry"
-	finish "$pid" 15
-	assert_equal "$ST" 0
-	assert_equal "$(cat out)" "2 x"
-	# at its due time, by the database's clock: not before, and not at
-	# the next safety look (500ms after)
-	at=$(delivered 1 2)
-	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before the retry was due"
-	[ $((at - due)) -lt 400 ] ||
-	    fail "delivered $((at - due))ms after the retry was due"
+	wake_on_retry() {
+		local r pid due at
+		mq-send -q t x
+		r=$(mq-recv -g g --format '%r' t)
+		bg out mq-recv -g g -w 10s --format '%a %b\n' t
+		pid=$BG
+		sleep 1
+		running "$pid"	# x is leased
+		# the fail wakes it (a commit); its safety looks come 1s and
+		# 2s after that, and the retry falls due 800ms before the second
+		mq-ack --fail --delay 1200ms "$r"
+		due=$(sql 'SELECT due FROM delivery WHERE off = 1 AND state = 0')
+		[ -n "$due" ] || fail "x is not waiting for its retry"
+		finish "$pid" 15
+		assert_equal "$ST" 0
+		assert_equal "$(cat out)" "2 x"
+		# at its due time: not before, and not at the next safety look
+		at=$(delivered 1 2)
+		[ "$at" -ge "$due" ] ||
+		    fail "delivered $((due - at))ms before the retry was due"
+		LATE=$((at - due))
+	}
+	promptly "delivered after the retry was due" wake_on_retry
 }
 
 @test "a waiting mq-recv -w wakes when a delayed message falls due" {
 	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
-	mq-topic group t g >/dev/null
-	bg out mq-recv -g g -w 10s --format '%b\n' t
-	pid=$BG
-	sleep 1
-	running "$pid"
-	# the send wakes it (a commit); its safety looks come 1s and 2s
-	# after that, and the message falls due half-way between them
-	mq-send -q --delay 1500ms t x
-	due=$(sql 'SELECT due FROM msg WHERE off = 1')
-	assert_equal "$(( due - $(sql 'SELECT ts FROM msg WHERE off = 1') ))" 1500
-	finish "$pid" 15
-	assert_equal "$ST" 0
-	assert_equal "$(cat out)" x
-	at=$(delivered 1)
-	[ "$at" -ge "$due" ] || fail "delivered $((due - at))ms before it was due"
-	[ $((at - due)) -lt 400 ] || fail "delivered $((at - due))ms after it was due"
+	wake_on_due() {
+		local pid due at
+		mq-topic group t g >/dev/null
+		bg out mq-recv -g g -w 10s --format '%b\n' t
+		pid=$BG
+		sleep 1
+		running "$pid"
+		# the send wakes it (a commit); its safety looks come 1s and
+		# 2s after that, and the message falls due 800ms before the
+		# second
+		mq-send -q --delay 1200ms t x
+		due=$(sql 'SELECT due FROM msg WHERE off = 1')
+		assert_equal "$(( due - $(sql 'SELECT ts FROM msg WHERE off = 1') ))" 1200
+		finish "$pid" 15
+		assert_equal "$ST" 0
+		assert_equal "$(cat out)" x
+		at=$(delivered 1)
+		[ "$at" -ge "$due" ] ||
+		    fail "delivered $((due - at))ms before it was due"
+		LATE=$((at - due))
+	}
+	promptly "delivered after it was due" wake_on_due
 }
 
 @test "a waiting mq-recv -w in an ordered group wakes when its key is freed" {
 	export MQ_SYNC=normal	# waking is under test here: no fsync in the way
-	mq-topic group t g --ordered >/dev/null
-	mq-send -q -k k t first second
-	run -0 mq-recv -g g --format '%r' t
-	r=$output
-	bg out mq-recv -g g -w 10s --format '%b\n' t
-	pid=$BG
-	sleep 1
-	running "$pid"	# second waits behind first
-	# the ack lands just after one of its safety looks
-	after_look "$pid"
-	mq-ack "$r"
-	finish "$pid" 15
-	assert_equal "$ST" 0
-	assert_equal "$(cat out)" second
-	acked=$(sql "SELECT ts FROM events WHERE event = 'acked' AND off = 1")
-	[ -n "$acked" ] || fail "first was not acked"
-	at=$(delivered 2)
-	[ $((at - acked)) -lt 500 ] ||
-	    fail "delivered $((at - acked))ms after the ack (safety look: 1s)"
+	wake_on_ack() {
+		local r pid acked at
+		mq-topic group t g --ordered >/dev/null
+		mq-send -q -k k t first second
+		r=$(mq-recv -g g --format '%r' t)
+		bg out mq-recv -g g -w 10s --format '%b\n' t
+		pid=$BG
+		sleep 1
+		running "$pid"	# second waits behind first
+		# the ack lands just after one of its safety looks
+		after_look "$pid"
+		mq-ack "$r"
+		finish "$pid" 15
+		assert_equal "$ST" 0
+		assert_equal "$(cat out)" second
+		acked=$(sql "SELECT ts FROM events WHERE event = 'acked' AND off = 1")
+		[ -n "$acked" ] || fail "first was not acked"
+		at=$(delivered 2)
+		LATE=$((at - acked))
+	}
+	promptly "delivered after the ack" wake_on_ack
 }
 
 @test "waiting consumers do not busy-poll" {
@@ -546,17 +561,28 @@ ago"
 	[ $((lb - la)) -ge 60 ] || fail "the log was written only $((lb - la)) times in 2s"
 	[ $((b - a)) -lt 20 ] || fail "waiter woke $((b - a)) times in 2s"
 	# a send amid those writes wakes it at once, not at its next look
-	after_look "$w"
-	mq-send -q t hello
-	finish "$w" 15
-	assert_equal "$ST" 0
-	[[ $(cat w.out) == *$'\thello' ]] || fail "got: $(cat w.out)"
-	sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
-	at=$(delivered 1)
-	[ $((at - sent)) -lt 500 ] ||
-	    fail "delivered $((at - sent))ms after the send (safety look: 1s)"
-	# the log was still being written then
-	[ "$(wc -l <neighbour.log)" -gt "$lb" ]
+	# (this waiter, then a new one for each further run)
+	send_amid() {
+		local sent at
+		if [ -z "$w" ]; then
+			mq-topic group t g >/dev/null
+			bg w.out mq-recv -g g -w 60s t
+			w=$BG
+			sleep 0.5
+		fi
+		after_look "$w"
+		mq-send -q t hello
+		finish "$w" 15
+		w=
+		assert_equal "$ST" 0
+		[[ $(cat w.out) == *$'\thello' ]] || fail "got: $(cat w.out)"
+		sent=$(sql 'SELECT ts FROM msg WHERE off = 1')
+		at=$(delivered 1)
+		LATE=$((at - sent))
+		# the log was still being written then
+		[ "$(wc -l <neighbour.log)" -gt "$lb" ]
+	}
+	promptly "delivered after the send" send_amid
 }
 
 @test "followers of other topics stay asleep while a topic is written" {

@@ -75,18 +75,20 @@ esac
 need=$(missing)
 [ -z "$need" ] && exit 0
 need=${need% }
-if [ "$1" = check ] || [ "$(id -u)" -ne 0 ]; then
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo="sudo "
+if [ "$1" = check ] || [ -n "$sudo" ]; then
 	required=
 	for p in $need; do
 		case " $OPTIONAL " in
 		*" $p "*) echo "mq: without $p: no PostgreSQL support or tests" \
-		    "(apt-get install -y $p adds it)" >&2 ;;
+		    "(${sudo}apt-get install -y $p adds it)" >&2 ;;
 		*) required="$required $p" ;;
 		esac
 	done
 	[ -n "$required" ] || exit 0
 fi
-if [ "$(id -u)" -ne 0 ]; then
+if [ -n "$sudo" ]; then
 	echo "mq: missing $what: $need" >&2
 	echo "mq: run: sudo apt-get install -y $need" >&2
 	exit 1

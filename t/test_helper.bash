@@ -181,6 +181,35 @@ wait_for() {
 	done
 }
 
+# switches PID: PID's voluntary context switches: the times it slept.
+switches() {
+	awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "/proc/$1/status"
+}
+
+# moved PID N: PID has slept and woken since it had N switches.
+moved() {
+	[ "$(switches "$1")" != "$2" ]
+}
+
+# after_look PID: returns just after the waiting PID woke (and went back
+# to sleep): a safety look, when nothing else happens.  The next one is
+# a second away (five on PostgreSQL).
+after_look() {
+	local n
+	n=$(switches "$1")
+	[ -n "$n" ] || fail "pid $1 is gone"
+	wait_for 10 moved "$1" "$n"
+}
+
+# in_time DEADLINE WHAT: for a look that must find nothing before
+# DEADLINE (now_ms), run just before: it ended in time, or the machine was
+# too slow for the test to judge WHAT, and the test is skipped, saying so
+# (t/suite.sh counts the skips), instead of failing or passing on nothing.
+in_time() {
+	local late=$(( $(now_ms) - $1 ))
+	[ "$late" -lt 0 ] || skip "too slow to judge $2: the look ended ${late}ms too late"
+}
+
 # now_ms: the time in milliseconds since the epoch.
 now_ms() {
 	date +%s%3N
@@ -224,7 +253,8 @@ is_child() {
 # listed in $BATS_TEST_TMPDIR/pgids), waiting with stderr closed so bash
 # prints no "Killed" notices.  Only pids that are still children of the
 # test's shell are killed: start what you list in pids from the test
-# itself (not from a subshell), one pid a line.
+# itself (not from a subshell), one pid a line.  A group is killed only
+# while it is ours (our_groups).
 kill_bg() {
 	local p
 	if [ -e "$BATS_TEST_TMPDIR/pids" ]; then
@@ -234,10 +264,42 @@ kill_bg() {
 		done <"$BATS_TEST_TMPDIR/pids"
 	fi
 	if [ -e "$BATS_TEST_TMPDIR/pgids" ]; then
-		while read -r p; do
+		our_groups <"$BATS_TEST_TMPDIR/pgids"
+		for p in "${OURS[@]}"; do
 			{ kill -9 -- "-$p"; wait "$p"; } 2>/dev/null || true
-		done <"$BATS_TEST_TMPDIR/pgids"
+		done
 	fi
+}
+
+# our_groups: of the process groups on stdin, one a line, those still this
+# test's, in OURS (so not to be called in a subshell): the leader is a
+# child of this shell, or a member has the test's BATS_TEST_TMPDIR in its
+# environment (all the test starts inherits it, and keeps it once its
+# parent is gone, as a handler whose mq-recv was killed does).  A group
+# number reused by some other process on the machine has neither.
+our_groups() {
+	local p f st
+	local -A want=() mine=()
+	while read -r p; do
+		[[ $p =~ ^[0-9]+$ ]] || continue
+		if is_child "$p"; then mine[$p]=1; else want[$p]=1; fi
+	done
+	if [ ${#want[@]} -gt 0 ]; then
+		for f in /proc/[0-9]*/stat; do
+			{ read -r st <"$f"; } 2>/dev/null || continue
+			st=${st##*) }		# STATE PPID PGRP ...
+			st=${st#* * }
+			p=${st%% *}
+			if [ -z "${want[$p]-}" ] || [ -n "${mine[$p]-}" ]; then
+				continue
+			fi
+			if grep -qsxzF "BATS_TEST_TMPDIR=$BATS_TEST_TMPDIR" \
+			    "${f%stat}environ"; then
+				mine[$p]=1
+			fi
+		done
+	fi
+	OURS=("${!mine[@]}")
 }
 
 # recv_ack GROUP [N] [TOPIC]: receive up to N (default all) messages of
