@@ -608,6 +608,31 @@ ours(const char *path)
 }
 
 /*
+ * The -wal and -shm of a WAL file, those missing, made as make_file
+ * makes them: 1 if one was.  must: a writer's, which needs them, dies
+ * naming the one it could not make; a reader's are a courtesy, and SQLite
+ * reads without them where they cannot be made.
+ */
+static int
+make_beside(const char *path, const struct stat *db, int must)
+{
+	static const char *suffix[] = { "-wal", "-shm" };
+	char file[PATH_MAX + 8];
+	int made = 0, i, rc;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+		if (access(file, F_OK) == 0)
+			continue;
+		if ((rc = make_file(file, db)) < 0 && must)
+			mq_die(status_of_errno(errno), "cannot create %s:",
+			    file);
+		made |= rc > 0;
+	}
+	return made;
+}
+
+/*
  * Before SQLite opens anything (so no lock of this process's is lost by
  * a close): a writer makes the database, its -wal and -shm files itself
  * when they are missing.  So a failure says what it is, with the file at
@@ -619,28 +644,54 @@ ours(const char *path)
 static void
 make_files(const char *path)
 {
-	static const char *suffix[] = { "-wal", "-shm" };
-	char file[PATH_MAX + 8];
 	struct stat db;
-	int made = 0, i, rc;
+	int made;
 
-	if ((rc = make_file(path, NULL)) < 0)
+	if ((made = make_file(path, NULL)) < 0)
 		mq_die(status_of_errno(errno), "cannot create database %s:",
 		    path);
-	made |= rc;
 	if (stat(path, &db) < 0)
 		mq_die(status_of_errno(errno), "cannot open database %s:", path);
-	for (i = 0; i < 2 && ours(path); i++) {
-		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
-		if (access(file, F_OK) == 0)
-			continue;
-		if ((rc = make_file(file, &db)) < 0)
-			mq_die(status_of_errno(errno), "cannot create %s:",
-			    file);
-		made |= rc;
-	}
+	if (ours(path))
+		made |= make_beside(path, &db, 1);
 	if (made)
 		sync_dir(path);
+}
+
+/*
+ * The file's first 100 bytes, read through the connection's own
+ * descriptor (an open() and close() of ours would drop every lock this
+ * process holds on the file).  Past the end of a shorter file, zeros.
+ */
+static int
+header(struct sq *q, unsigned char *h)
+{
+	sqlite3_file *f = NULL;
+	int rc;
+
+	if (sqlite3_file_control(q->db, "main", SQLITE_FCNTL_FILE_POINTER,
+	    &f) != SQLITE_OK || !f || !f->pMethods)
+		return -1;
+	rc = f->pMethods->xRead(f, h, 100, 0);
+	return rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ ? 0 : -1;
+}
+
+/*
+ * A reader makes a missing -wal and -shm of a WAL file too, before SQLite
+ * would (with this user's group, which the database's other users may not
+ * write: the next writer of the group then fails with 77).  SQLite has
+ * the file open but has read nothing, so the header is read through it.
+ */
+static void
+reader_files(struct sq *q)
+{
+	unsigned char h[100];
+	struct stat db;
+
+	if (header(q, h) == 0 && !memcmp(h, "SQLite format 3", 16) &&
+	    h[18] == 2 && h[19] == 2 && stat(q->base.path, &db) == 0 &&
+	    make_beside(q->base.path, &db, 0))
+		sync_dir(q->base.path);	/* a writer will not: it finds them */
 }
 
 static void
@@ -743,6 +794,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		    "error, no space or no inode", path);
 	}
 	if (mode == MQ_READ) {
+		reader_files(q);
 		recover(q);
 		if (!readable(q))
 			reopen_immutable(q);
