@@ -771,6 +771,24 @@ has() {
 	assert_output "[]"
 }
 
+@test "a -journal that cannot be made as a send creates the database: 74, naming it" {
+	local dir=$BATS_TEST_TMPDIR/one k kind why
+
+	one_case send-new 0 ENOSPC 0
+	k=$(grep -m 1 $'\topen64\tmq.db-journal\t' "$dir/faults.log" | cut -f1)
+	[ -n "$k" ] || fail "no -journal was opened: $(cat "$dir/faults.log")"
+	for kind in ENOSPC EIO; do
+		one_case send-new "$k" "$kind" 0
+		assert_equal "$PROBLEMS" ""
+		assert_equal "$(cat "$dir/status")" 74
+		why="No space left on device"
+		[ "$kind" = ENOSPC ] || why="Input/output error"
+		# not the "no such file" of SQLite's read-only retry
+		assert_equal "$(cat "$dir/err")" \
+		    "mq-send: cannot set WAL mode: $dir/mq.db-journal: $why"
+	done
+}
+
 # The harness's own test: what the checks must catch, they do.  A case
 # that passed is spoilt afterwards, or run with a stand-in program that
 # does what a broken one would.

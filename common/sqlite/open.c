@@ -148,6 +148,54 @@ status_of_errno(int eno)
 }
 
 /*
+ * SQLite, refused a file for writing (no space, an I/O error), retries it
+ * read-only and keeps the errno of that retry: "no such file" for a
+ * -journal or -wal it was making.  The refusal is noted here, through the
+ * unix VFS's hook for its open() calls, so that the error can name the
+ * file and what the system said.  (One process, no threads: one note.)
+ */
+static sqlite3_syscall_ptr sys_open;
+static char refused[PATH_MAX];
+static int refused_errno;
+
+static int
+noting_open(const char *path, int flags, int mode)
+{
+	int fd = ((int (*)(const char *, int, int))sys_open)(path, flags, mode);
+	int eno = errno, rw = flags & (O_WRONLY | O_RDWR | O_CREAT);
+
+	if (fd < 0 && rw) {
+		refused_errno = eno;
+		snprintf(refused, sizeof refused, "%s", path);
+	} else if (fd >= 0 && rw && !strcmp(path, refused)) {
+		refused_errno = 0;	/* it was made since */
+	}
+	errno = eno;
+	return fd;
+}
+
+static void
+note_refusals(void)
+{
+	sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+
+	if (sys_open || !vfs || vfs->iVersion < 3 || !vfs->xGetSystemCall)
+		return;
+	if ((sys_open = vfs->xGetSystemCall(vfs, "open")))
+		vfs->xSetSystemCall(vfs, "open",
+		    (sqlite3_syscall_ptr)noting_open);
+}
+
+/* Ends the program naming the file SQLite was refused, if it was. */
+static void
+die_refused(const char *what)
+{
+	if (refused_errno)
+		mq_die(status_of_errno(refused_errno), "%s: %s: %s", what,
+		    refused, strerror(refused_errno));
+}
+
+/*
  * A writer told "read-only" or "cannot open" names the file at fault:
  * the database, its -wal or -shm, or its directory, whichever this user
  * may not write.  Returns 0 when none is.
@@ -196,10 +244,12 @@ sq_die(struct sq *q, const char *what)
 		 * of the files for writing (an I/O error, no space, no inode)
 		 * and fell back to reading it.
 		 */
+		die_refused(what);
 		mq_die(MQ_EX_IOERR, "%s: %s: a file of the database could not "
-		    "be opened for writing (%s)", what, q->base.path,
-		    eno ? strerror(eno) : "I/O error");
+		    "be opened for writing", what, q->base.path);
 	}
+	if ((rc & 0xff) == SQLITE_CANTOPEN)
+		die_refused(what);
 	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->base.path, msg);
 }
 
@@ -755,6 +805,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		    sync);
 	q->base.path = mq_strdup(path);
 	q->mode = mode;
+	note_refusals();
 	if (stat(path, &st) < 0) {
 		if (errno != ENOENT)
 			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
@@ -790,6 +841,7 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		if (culprit(q, file, sizeof file))
 			mq_die(MQ_EX_NOPERM, "cannot open database: %s: %s", file,
 			    strerror(errno));
+		die_refused("cannot open database");
 		mq_die(MQ_EX_IOERR, "cannot open database %s for writing: I/O "
 		    "error, no space or no inode", path);
 	}
