@@ -789,6 +789,26 @@ has() {
 	done
 }
 
+@test "a switch to WAL that the file does not show: 74, saying the mode it stays in" {
+	local dir=$BATS_TEST_TMPDIR/one k
+
+	one_case send-new 0 ENOSPC 0
+	# the check reads the header through SQLite's descriptor: no other
+	# connection opens the file, whose failure would fail a good switch
+	assert_equal "$(grep -c $'\topen64\tmq.db\t' "$dir/faults.log")" 1
+	# page 1 with the WAL mark, written in rollback mode: SQLite's pragma
+	# still answers "wal"
+	k=$(grep -m 1 $'\tpwrite64\tmq.db\t4096@0\t' "$dir/faults.log" |
+	    cut -f1)
+	[ -n "$k" ] || fail "no write of page 1: $(cat "$dir/faults.log")"
+	one_case send-new "$k" EIO 0
+	# (its checks include a clean send after it, which switches the file)
+	assert_equal "$PROBLEMS" ""
+	assert_equal "$(cat "$dir/status")" 74
+	assert_equal "$(cat "$dir/err")" \
+	    "mq-send: cannot set WAL mode: $dir/mq.db: the file stays in rollback-journal mode"
+}
+
 # The harness's own test: what the checks must catch, they do.  A case
 # that passed is spoilt afterwards, or run with a stand-in program that
 # does what a broken one would.

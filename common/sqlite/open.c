@@ -427,31 +427,21 @@ in_wal(struct sq *q)
 }
 
 /*
- * Whether the file says WAL mode, asked through a connection of its own:
- * after a write of the header failed, the connection that switched can
- * believe it switched while the file did not.  Another first writer may
- * hold the lock for a moment (making the schema): wait for it, as for any
- * writer, or the answer is a busy error read as "not WAL".
+ * The file's first 100 bytes, read through the connection's own
+ * descriptor (an open() and close() of ours would drop every lock this
+ * process holds on the file).  Past the end of a shorter file, zeros.
  */
 static int
-file_in_wal(struct sq *q)
+header(struct sq *q, unsigned char *h)
 {
-	sqlite3_stmt *s;
-	sqlite3 *db;
-	int wal = 0;
+	sqlite3_file *f = NULL;
+	int rc;
 
-	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READONLY |
-	    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
-	    sqlite3_busy_timeout(db, (int)q->busy_ms) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL) ==
-	    SQLITE_OK) {
-		if (sqlite3_step(s) == SQLITE_ROW)
-			wal = !sqlite3_stricmp((const char *)
-			    sqlite3_column_text(s, 0), "wal");
-		sqlite3_finalize(s);
-	}
-	sqlite3_close(db);
-	return wal;
+	if (sqlite3_file_control(q->db, "main", SQLITE_FCNTL_FILE_POINTER,
+	    &f) != SQLITE_OK || !f || !f->pMethods)
+		return -1;
+	rc = f->pMethods->xRead(f, h, 100, 0);
+	return rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ ? 0 : -1;
 }
 
 /*
@@ -459,16 +449,20 @@ file_in_wal(struct sq *q)
  * the sqlite3 shell, or a switch that failed).  It cannot change inside a
  * transaction, and while another first writer holds a lock it fails with
  * SQLITE_BUSY without calling the busy handler: retry until the busy
- * timeout.  The pragma answers with the mode it left the file in, which
- * is checked: a switch that did not happen (an I/O error) is an error,
- * not a database that quietly stays in rollback mode.
+ * timeout.  The switch is checked, not assumed: the pragma answers with
+ * the mode it left the connection in, and after a failed write of the
+ * header it can answer "wal" while the file stayed in rollback mode, so
+ * the file's header must say WAL too (read as it is in the file, not in
+ * SQLite's cache).  A switch that did not happen is an error, not a
+ * database that quietly stays in rollback mode.
  */
 static void
 wal_mode(struct sq *q)
 {
 	int64_t end = mq_now() + q->busy_ms;
+	unsigned char h[100];
 	sqlite3_stmt *s;
-	char mode[16];
+	char mode[16] = "";
 	int rc;
 
 	for (;;) {
@@ -479,17 +473,22 @@ wal_mode(struct sq *q)
 		if (rc == SQLITE_ROW)
 			sq_copy(s, 0, mode, sizeof mode);
 		sqlite3_finalize(s);
-		if (rc == SQLITE_ROW && !sqlite3_stricmp(mode, "wal") &&
-		    file_in_wal(q))
-			return;
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file "
-			    "stays in %s mode", q->base.path, rc == SQLITE_ROW ?
-			    mode : "another");
+			break;
 		if ((rc & 0xff) != SQLITE_BUSY || mq_now() >= end)
 			sq_die(q, "cannot set WAL mode");
 		usleep(1000 + arc4random_uniform(4000));
 	}
+	if (header(q, h) < 0)
+		mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: its header "
+		    "cannot be read to check it", q->base.path);
+	if (h[18] == 2 && h[19] == 2 && (!*mode || !sqlite3_stricmp(mode,
+	    "wal")))
+		return;
+	/* the pragma's answer, unless it claims a WAL the file lacks */
+	mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file stays in %s "
+	    "mode", q->base.path, *mode && sqlite3_stricmp(mode, "wal") ?
+	    mode : "rollback-journal");
 }
 
 /*
@@ -706,24 +705,6 @@ make_files(const char *path)
 		made |= make_beside(path, &db, 1);
 	if (made)
 		sync_dir(path);
-}
-
-/*
- * The file's first 100 bytes, read through the connection's own
- * descriptor (an open() and close() of ours would drop every lock this
- * process holds on the file).  Past the end of a shorter file, zeros.
- */
-static int
-header(struct sq *q, unsigned char *h)
-{
-	sqlite3_file *f = NULL;
-	int rc;
-
-	if (sqlite3_file_control(q->db, "main", SQLITE_FCNTL_FILE_POINTER,
-	    &f) != SQLITE_OK || !f || !f->pMethods)
-		return -1;
-	rc = f->pMethods->xRead(f, h, 100, 0);
-	return rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ ? 0 : -1;
 }
 
 /*
