@@ -809,6 +809,28 @@ has() {
 	    "mq-send: cannot set WAL mode: $dir/mq.db: the file stays in rollback-journal mode"
 }
 
+@test "a first send syncs each directory it makes into its parent; a failed sync is 74" {
+	local top=$BATS_TEST_TMPDIR/top log=$BATS_TEST_TMPDIR/dirs.log k
+
+	mkdir "$top"
+	MQ_FAULT_PREFIX=$top/a/b/mq.db MQ_FAULT_DIRS=1 MQ_FAULT_LOG=$log \
+	    LD_PRELOAD=$SHIM mq-send -q -d "$top/a/b/mq.db" t x
+	# top gets a, a gets b, b gets mq.db: each synced once it has
+	run -0 grep -E $'\t(fsync|fdatasync)\t(top|a|b)\t' "$log"
+	assert_equal "$(cut -f3 <<<"$output" | head -n 3 | tr '\n' ' ')" \
+	    "top a b "
+	k=$(grep -m 1 $'\tfsync\ta\t' "$log" | cut -f1)
+	rm -rf "$top" "$log"
+	mkdir "$top"
+	run -74 --separate-stderr env MQ_FAULT_PREFIX="$top/a/b/mq.db" \
+	    MQ_FAULT_DIRS=1 MQ_FAULT_AT="$k" MQ_FAULT_ERRNO=EIO \
+	    LD_PRELOAD="$SHIM" mq-send -d "$top/a/b/mq.db" t x
+	# shellcheck disable=SC2154 # set by run --separate-stderr
+	assert_equal "$stderr" \
+	    "mq-send: cannot sync directory $top/a: Input/output error"
+	assert_output ""
+}
+
 # The harness's own test: what the checks must catch, they do.  A case
 # that passed is spoilt afterwards, or run with a stand-in program that
 # does what a broken one would.

@@ -362,7 +362,28 @@ pragma_int(struct sq *q, const char *sql)
 	return v;
 }
 
-/* mkdir -p for the directory of path, the new ones with mode (less umask) */
+/* Makes the directory entries of new files survive a power cut. */
+static void
+sync_dir(const char *path)
+{
+	char *dir = mq_strdup(path), *slash = strrchr(dir, '/');
+	int fd;
+
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) < 0 || fsync(fd) < 0)
+		mq_die(MQ_EX_IOERR, "cannot sync directory %s:", slash ? dir :
+		    ".");
+	close(fd);
+	free(dir);
+}
+
+/*
+ * mkdir -p for the directory of path, the new ones with mode (less
+ * umask), each synced into its parent: a new queue's directories must
+ * outlive a power cut as its files do.
+ */
 static void
 mkparents(const char *path, mode_t mode)
 {
@@ -370,7 +391,9 @@ mkparents(const char *path, mode_t mode)
 
 	for (s = p + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
-		if (mkdir(p, mode) < 0 && errno != EEXIST)
+		if (mkdir(p, mode) == 0)
+			sync_dir(p);
+		else if (errno != EEXIST)
 			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
 			    "cannot create directory %s:", p);
 		*s = '/';
@@ -614,23 +637,6 @@ make_file(const char *path, const struct stat *db)
 	}
 	close(fd);
 	return 1;
-}
-
-/* Makes the directory entries of new files survive a power cut. */
-static void
-sync_dir(const char *path)
-{
-	char *dir = mq_strdup(path), *slash = strrchr(dir, '/');
-	int fd;
-
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = '\0';
-	if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY |
-	    O_CLOEXEC)) < 0 || fsync(fd) < 0)
-		mq_die(MQ_EX_IOERR, "cannot sync directory %s:", slash ? dir :
-		    ".");
-	close(fd);
-	free(dir);
 }
 
 /*
