@@ -454,6 +454,24 @@ wal_and_shm_of_group() {
 	    fail "stderr: $stderr"
 }
 
+@test "a read-only file system: 77, for a new directory as for a new file" {
+	[ "$(id -u)" -eq 0 ] || skip "mounting a read-only tmpfs needs root"
+	scratch
+	mount -t tmpfs -o ro,size=1m tmpfs "$RO_DIR" ||
+	    skip "cannot mount a tmpfs here"
+	# (run without -N: the file system is unmounted whatever they do)
+	run --separate-stderr mq-send -d "$RO_DIR/q.db" t a
+	local st1=$status err1=$stderr
+	run --separate-stderr mq-send -d "$RO_DIR/new/q.db" t a
+	umount "$RO_DIR"
+	assert_equal "$st1" 77
+	[[ $err1 == *"$RO_DIR/q.db: Read-only file system" ]] ||
+	    fail "stderr: $err1"
+	one_line_error 77
+	[[ $stderr == *"directory $RO_DIR/new: Read-only file system" ]] ||
+	    fail "stderr: $stderr"
+}
+
 @test "a database found in another journal mode is switched back to WAL by a writer" {
 	mq-send -q t a
 	sql 'PRAGMA journal_mode=DELETE' >/dev/null

@@ -394,8 +394,8 @@ mkparents(const char *path, mode_t mode)
 		if (mkdir(p, mode) == 0)
 			sync_dir(p);
 		else if (errno != EEXIST)
-			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
-			    "cannot create directory %s:", p);
+			mq_die(status_of_errno(errno), "cannot create directory "
+			    "%s:", p);
 		*s = '/';
 	}
 	free(p);
@@ -795,8 +795,8 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 	note_refusals();
 	if (stat(path, &st) < 0) {
 		if (errno != ENOENT)
-			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
-			    "cannot open database %s:", path);
+			mq_die(status_of_errno(errno), "cannot open database "
+			    "%s:", path);
 		if (mode != MQ_WRITE)
 			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
 			    "no such file", path);
