@@ -52,7 +52,7 @@ all: $(BINS)
 # it); make demo, make test and make lint install it when run as root.
 NEED = check build
 demo: NEED = install build
-test test-asan check: NEED = install test
+test test-asan check fuzz-check: NEED = install test
 lint: NEED = install lint
 
 need:
@@ -123,8 +123,9 @@ $(B)/t/powercut: t/powercut/powercut.c t/powercut/pclog.h
 
 # The suite runs on SQLite, then on PostgreSQL (a cluster of its own, when
 # this build has libpq and the server is installed); t/suite.sh counts
-# each run's skips and prints them.
-test: all tools
+# each run's skips and prints them.  Before them, the fuzz targets are
+# built without clang and given their seeds once (fuzz-check).
+test: all tools fuzz-check
 	sh t/suite.sh sqlite $(CURDIR)/$(B) $(CURDIR)/$(B)/t
 	sh t/suite.sh pg $(CURDIR)/$(B) $(CURDIR)/$(B)/t
 
@@ -156,6 +157,11 @@ lint: need
 # FUZZ_SECONDS each (default 10); clang is installed like the rest.
 fuzz: need
 	sh t/fuzz/run.sh
+
+# Each fuzz target built with $(CC) and no libFuzzer, its seeds replayed:
+# what make fuzz would fail to build is found by make test.
+fuzz-check: need
+	FUZZ_BUILD=$(CURDIR)/$(B)/fuzz-check CC="$(CC)" sh t/fuzz/run.sh -c
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
@@ -191,4 +197,4 @@ clean:
 
 FORCE:
 
-.PHONY: all need tools asan deps fuzz test test-asan check demo bench bench-pg lint install uninstall clean
+.PHONY: all need tools asan deps fuzz fuzz-check test test-asan check demo bench bench-pg lint install uninstall clean

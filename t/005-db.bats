@@ -385,14 +385,49 @@ scratch() {
 	assert_output "$(printf '1\tx')"
 }
 
-@test "the -wal and -shm take the database's mode and group" {
-	scratch
-	touch "$RO_DIR/q.db"
-	chgrp 65534 "$RO_DIR/q.db" 2>/dev/null || skip "cannot change a file's group here"
-	chmod 660 "$RO_DIR/q.db"
-	mq-send -q -d "$RO_DIR/q.db" t x
+# as_member UID CMD...: CMD as user UID, whose own group is UID, also in
+# group $GRP (root makes the users up: no entry in /etc/passwd needed).
+as_member() {
+	local uid=$1
+	shift
+	nobody_bin
+	PATH="$NOBODY_BIN:$PATH" setpriv --reuid="$uid" --regid="$uid" \
+	    --groups="$GRP" -- "$@"
+}
+
+# wal_and_shm_of_group: q.db's -wal and -shm, made anew, are its mode and
+# its group, $GRP; a member other than their maker can write then.
+wal_and_shm_of_group() {
+	local f
+
 	for f in q.db-wal q.db-shm; do
-		assert_equal "$(stat -c '%a %g' "$RO_DIR/$f")" "660 65534"
+		[ -e "$RO_DIR/$f" ] || fail "no $f"
+		assert_equal "$(stat -c '%a %g' "$RO_DIR/$f")" "660 $GRP"
+	done
+	run -0 --separate-stderr as_member 65532 mq-send -d "$RO_DIR/q.db" t y
+}
+
+@test "the -wal and -shm take the database's mode and group, made by a writer or a reader" {
+	# As root SQLite gives new files the database's owner and group
+	# itself: the files are made by users of the database's group, in a
+	# directory that is not setgid, whose files get their maker's group.
+	[ "$(id -u)" -eq 0 ] || skip "making users of a group up needs root"
+	GRP=65533
+	scratch
+	chgrp "$GRP" "$RO_DIR"
+	chmod 770 "$RO_DIR"
+	mq-send -q -d "$RO_DIR/q.db" t x
+	chgrp "$GRP" "$RO_DIR/q.db"
+	chmod 660 "$RO_DIR/q.db"
+	local cmd
+	for cmd in "mq-send -q t x" "mq-replay t" "mq-lag" "mq-topic list"; do
+		# (the sqlite3 shell checkpoints and removes them as it closes)
+		sqlite3 "$RO_DIR/q.db" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+		rm -f "$RO_DIR/q.db-wal" "$RO_DIR/q.db-shm"
+		# shellcheck disable=SC2086 # $cmd: a command line to split into words
+		run -0 --separate-stderr as_member 65534 \
+		    env MQ_DB="$RO_DIR/q.db" $cmd
+		wal_and_shm_of_group
 	done
 }
 
@@ -416,6 +451,24 @@ scratch() {
 	umount "$RO_DIR"
 	one_line_error 74
 	[[ $stderr == *"q.db-shm: No space left on device"* ]] ||
+	    fail "stderr: $stderr"
+}
+
+@test "a read-only file system: 77, for a new directory as for a new file" {
+	[ "$(id -u)" -eq 0 ] || skip "mounting a read-only tmpfs needs root"
+	scratch
+	mount -t tmpfs -o ro,size=1m tmpfs "$RO_DIR" ||
+	    skip "cannot mount a tmpfs here"
+	# (run without -N: the file system is unmounted whatever they do)
+	run --separate-stderr mq-send -d "$RO_DIR/q.db" t a
+	local st1=$status err1=$stderr
+	run --separate-stderr mq-send -d "$RO_DIR/new/q.db" t a
+	umount "$RO_DIR"
+	assert_equal "$st1" 77
+	[[ $err1 == *"$RO_DIR/q.db: Read-only file system" ]] ||
+	    fail "stderr: $err1"
+	one_line_error 77
+	[[ $stderr == *"directory $RO_DIR/new: Read-only file system" ]] ||
 	    fail "stderr: $stderr"
 }
 

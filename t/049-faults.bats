@@ -771,6 +771,66 @@ has() {
 	assert_output "[]"
 }
 
+@test "a -journal that cannot be made as a send creates the database: 74, naming it" {
+	local dir=$BATS_TEST_TMPDIR/one k kind why
+
+	one_case send-new 0 ENOSPC 0
+	k=$(grep -m 1 $'\topen64\tmq.db-journal\t' "$dir/faults.log" | cut -f1)
+	[ -n "$k" ] || fail "no -journal was opened: $(cat "$dir/faults.log")"
+	for kind in ENOSPC EIO; do
+		one_case send-new "$k" "$kind" 0
+		assert_equal "$PROBLEMS" ""
+		assert_equal "$(cat "$dir/status")" 74
+		why="No space left on device"
+		[ "$kind" = ENOSPC ] || why="Input/output error"
+		# not the "no such file" of SQLite's read-only retry
+		assert_equal "$(cat "$dir/err")" \
+		    "mq-send: cannot set WAL mode: $dir/mq.db-journal: $why"
+	done
+}
+
+@test "a switch to WAL that the file does not show: 74, saying the mode it stays in" {
+	local dir=$BATS_TEST_TMPDIR/one k
+
+	one_case send-new 0 ENOSPC 0
+	# the check reads the header through SQLite's descriptor: no other
+	# connection opens the file, whose failure would fail a good switch
+	assert_equal "$(grep -c $'\topen64\tmq.db\t' "$dir/faults.log")" 1
+	# page 1 with the WAL mark, written in rollback mode: SQLite's pragma
+	# still answers "wal"
+	k=$(grep -m 1 $'\tpwrite64\tmq.db\t4096@0\t' "$dir/faults.log" |
+	    cut -f1)
+	[ -n "$k" ] || fail "no write of page 1: $(cat "$dir/faults.log")"
+	one_case send-new "$k" EIO 0
+	# (its checks include a clean send after it, which switches the file)
+	assert_equal "$PROBLEMS" ""
+	assert_equal "$(cat "$dir/status")" 74
+	assert_equal "$(cat "$dir/err")" \
+	    "mq-send: cannot set WAL mode: $dir/mq.db: the file stays in rollback-journal mode"
+}
+
+@test "a first send syncs each directory it makes into its parent; a failed sync is 74" {
+	local top=$BATS_TEST_TMPDIR/top log=$BATS_TEST_TMPDIR/dirs.log k
+
+	mkdir "$top"
+	MQ_FAULT_PREFIX=$top/a/b/mq.db MQ_FAULT_DIRS=1 MQ_FAULT_LOG=$log \
+	    LD_PRELOAD=$SHIM mq-send -q -d "$top/a/b/mq.db" t x
+	# top gets a, a gets b, b gets mq.db: each synced once it has
+	run -0 grep -E $'\t(fsync|fdatasync)\t(top|a|b)\t' "$log"
+	assert_equal "$(cut -f3 <<<"$output" | head -n 3 | tr '\n' ' ')" \
+	    "top a b "
+	k=$(grep -m 1 $'\tfsync\ta\t' "$log" | cut -f1)
+	rm -rf "$top" "$log"
+	mkdir "$top"
+	run -74 --separate-stderr env MQ_FAULT_PREFIX="$top/a/b/mq.db" \
+	    MQ_FAULT_DIRS=1 MQ_FAULT_AT="$k" MQ_FAULT_ERRNO=EIO \
+	    LD_PRELOAD="$SHIM" mq-send -d "$top/a/b/mq.db" t x
+	# shellcheck disable=SC2154 # set by run --separate-stderr
+	assert_equal "$stderr" \
+	    "mq-send: cannot sync directory $top/a: Input/output error"
+	assert_output ""
+}
+
 # The harness's own test: what the checks must catch, they do.  A case
 # that passed is spoilt afterwards, or run with a stand-in program that
 # does what a broken one would.

@@ -150,6 +150,54 @@ status_of_errno(int eno)
 }
 
 /*
+ * SQLite, refused a file for writing (no space, an I/O error), retries it
+ * read-only and keeps the errno of that retry: "no such file" for a
+ * -journal or -wal it was making.  The refusal is noted here, through the
+ * unix VFS's hook for its open() calls, so that the error can name the
+ * file and what the system said.  (One process, no threads: one note.)
+ */
+static sqlite3_syscall_ptr sys_open;
+static char refused[PATH_MAX];
+static int refused_errno;
+
+static int
+noting_open(const char *path, int flags, int mode)
+{
+	int fd = ((int (*)(const char *, int, int))sys_open)(path, flags, mode);
+	int eno = errno, rw = flags & (O_WRONLY | O_RDWR | O_CREAT);
+
+	if (fd < 0 && rw) {
+		refused_errno = eno;
+		snprintf(refused, sizeof refused, "%s", path);
+	} else if (fd >= 0 && rw && !strcmp(path, refused)) {
+		refused_errno = 0;	/* it was made since */
+	}
+	errno = eno;
+	return fd;
+}
+
+static void
+note_refusals(void)
+{
+	sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+
+	if (sys_open || !vfs || vfs->iVersion < 3 || !vfs->xGetSystemCall)
+		return;
+	if ((sys_open = vfs->xGetSystemCall(vfs, "open")))
+		vfs->xSetSystemCall(vfs, "open",
+		    (sqlite3_syscall_ptr)noting_open);
+}
+
+/* Ends the program naming the file SQLite was refused, if it was. */
+static void
+die_refused(const char *what)
+{
+	if (refused_errno)
+		mq_die(status_of_errno(refused_errno), "%s: %s: %s", what,
+		    refused, strerror(refused_errno));
+}
+
+/*
  * A writer told "read-only" or "cannot open" names the file at fault:
  * the database, its -wal or -shm, or its directory, whichever this user
  * may not write.  Returns 0 when none is.
@@ -198,10 +246,12 @@ sq_die(struct sq *q, const char *what)
 		 * of the files for writing (an I/O error, no space, no inode)
 		 * and fell back to reading it.
 		 */
+		die_refused(what);
 		mq_die(MQ_EX_IOERR, "%s: %s: a file of the database could not "
-		    "be opened for writing (%s)", what, q->base.path,
-		    eno ? strerror(eno) : "I/O error");
+		    "be opened for writing", what, q->base.path);
 	}
+	if ((rc & 0xff) == SQLITE_CANTOPEN)
+		die_refused(what);
 	mq_die(status_of(rc, eno), "%s: %s: %s", what, q->base.path, msg);
 }
 
@@ -314,7 +364,28 @@ pragma_int(struct sq *q, const char *sql)
 	return v;
 }
 
-/* mkdir -p for the directory of path, the new ones with mode (less umask) */
+/* Makes the directory entries of new files survive a power cut. */
+static void
+sync_dir(const char *path)
+{
+	char *dir = mq_strdup(path), *slash = strrchr(dir, '/');
+	int fd;
+
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) < 0 || fsync(fd) < 0)
+		mq_die(MQ_EX_IOERR, "cannot sync directory %s:", slash ? dir :
+		    ".");
+	close(fd);
+	free(dir);
+}
+
+/*
+ * mkdir -p for the directory of path, the new ones with mode (less
+ * umask), each synced into its parent: a new queue's directories must
+ * outlive a power cut as its files do.
+ */
 static void
 mkparents(const char *path, mode_t mode)
 {
@@ -322,9 +393,11 @@ mkparents(const char *path, mode_t mode)
 
 	for (s = p + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
-		if (mkdir(p, mode) < 0 && errno != EEXIST)
-			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
-			    "cannot create directory %s:", p);
+		if (mkdir(p, mode) == 0)
+			sync_dir(p);
+		else if (errno != EEXIST)
+			mq_die(status_of_errno(errno), "cannot create directory "
+			    "%s:", p);
 		*s = '/';
 	}
 	free(p);
@@ -379,31 +452,21 @@ in_wal(struct sq *q)
 }
 
 /*
- * Whether the file says WAL mode, asked through a connection of its own:
- * after a write of the header failed, the connection that switched can
- * believe it switched while the file did not.  Another first writer may
- * hold the lock for a moment (making the schema): wait for it, as for any
- * writer, or the answer is a busy error read as "not WAL".
+ * The file's first 100 bytes, read through the connection's own
+ * descriptor (an open() and close() of ours would drop every lock this
+ * process holds on the file).  Past the end of a shorter file, zeros.
  */
 static int
-file_in_wal(struct sq *q)
+header(struct sq *q, unsigned char *h)
 {
-	sqlite3_stmt *s;
-	sqlite3 *db;
-	int wal = 0;
+	sqlite3_file *f = NULL;
+	int rc;
 
-	if (sqlite3_open_v2(q->base.path, &db, SQLITE_OPEN_READONLY |
-	    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
-	    sqlite3_busy_timeout(db, (int)q->busy_ms) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL) ==
-	    SQLITE_OK) {
-		if (sqlite3_step(s) == SQLITE_ROW)
-			wal = !sqlite3_stricmp((const char *)
-			    sqlite3_column_text(s, 0), "wal");
-		sqlite3_finalize(s);
-	}
-	sqlite3_close(db);
-	return wal;
+	if (sqlite3_file_control(q->db, "main", SQLITE_FCNTL_FILE_POINTER,
+	    &f) != SQLITE_OK || !f || !f->pMethods)
+		return -1;
+	rc = f->pMethods->xRead(f, h, 100, 0);
+	return rc == SQLITE_OK || rc == SQLITE_IOERR_SHORT_READ ? 0 : -1;
 }
 
 /*
@@ -411,16 +474,20 @@ file_in_wal(struct sq *q)
  * the sqlite3 shell, or a switch that failed).  It cannot change inside a
  * transaction, and while another first writer holds a lock it fails with
  * SQLITE_BUSY without calling the busy handler: retry until the busy
- * timeout.  The pragma answers with the mode it left the file in, which
- * is checked: a switch that did not happen (an I/O error) is an error,
- * not a database that quietly stays in rollback mode.
+ * timeout.  The switch is checked, not assumed: the pragma answers with
+ * the mode it left the connection in, and after a failed write of the
+ * header it can answer "wal" while the file stayed in rollback mode, so
+ * the file's header must say WAL too (read as it is in the file, not in
+ * SQLite's cache).  A switch that did not happen is an error, not a
+ * database that quietly stays in rollback mode.
  */
 static void
 wal_mode(struct sq *q)
 {
 	int64_t end = mq_now() + q->busy_ms;
+	unsigned char h[100];
 	sqlite3_stmt *s;
-	char mode[16];
+	char mode[16] = "";
 	int rc;
 
 	for (;;) {
@@ -431,17 +498,22 @@ wal_mode(struct sq *q)
 		if (rc == SQLITE_ROW)
 			sq_copy(s, 0, mode, sizeof mode);
 		sqlite3_finalize(s);
-		if (rc == SQLITE_ROW && !sqlite3_stricmp(mode, "wal") &&
-		    file_in_wal(q))
-			return;
 		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file "
-			    "stays in %s mode", q->base.path, rc == SQLITE_ROW ?
-			    mode : "another");
+			break;
 		if ((rc & 0xff) != SQLITE_BUSY || mq_now() >= end)
 			sq_die(q, "cannot set WAL mode");
 		usleep(1000 + arc4random_uniform(4000));
 	}
+	if (header(q, h) < 0)
+		mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: its header "
+		    "cannot be read to check it", q->base.path);
+	if (h[18] == 2 && h[19] == 2 && (!*mode || !sqlite3_stricmp(mode,
+	    "wal")))
+		return;
+	/* the pragma's answer, unless it claims a WAL the file lacks */
+	mq_die(MQ_EX_IOERR, "cannot set WAL mode: %s: the file stays in %s "
+	    "mode", q->base.path, *mode && sqlite3_stricmp(mode, "wal") ?
+	    mode : "rollback-journal");
 }
 
 /*
@@ -569,23 +641,6 @@ make_file(const char *path, const struct stat *db)
 	return 1;
 }
 
-/* Makes the directory entries of new files survive a power cut. */
-static void
-sync_dir(const char *path)
-{
-	char *dir = mq_strdup(path), *slash = strrchr(dir, '/');
-	int fd;
-
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = '\0';
-	if ((fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY |
-	    O_CLOEXEC)) < 0 || fsync(fd) < 0)
-		mq_die(MQ_EX_IOERR, "cannot sync directory %s:", slash ? dir :
-		    ".");
-	close(fd);
-	free(dir);
-}
-
 /*
  * Whether a file is empty or in WAL mode, by its header (read before
  * SQLite opens it: no lock of ours to lose): those are the files SQLite
@@ -610,6 +665,31 @@ ours(const char *path)
 }
 
 /*
+ * The -wal and -shm of a WAL file, those missing, made as make_file
+ * makes them: 1 if one was.  must: a writer's, which needs them, dies
+ * naming the one it could not make; a reader's are a courtesy, and SQLite
+ * reads without them where they cannot be made.
+ */
+static int
+make_beside(const char *path, const struct stat *db, int must)
+{
+	static const char *suffix[] = { "-wal", "-shm" };
+	char file[PATH_MAX + 8];
+	int made = 0, i, rc;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
+		if (access(file, F_OK) == 0)
+			continue;
+		if ((rc = make_file(file, db)) < 0 && must)
+			mq_die(status_of_errno(errno), "cannot create %s:",
+			    file);
+		made |= rc > 0;
+	}
+	return made;
+}
+
+/*
  * Before SQLite opens anything (so no lock of this process's is lost by
  * a close): a writer makes the database, its -wal and -shm files itself
  * when they are missing.  So a failure says what it is, with the file at
@@ -621,28 +701,36 @@ ours(const char *path)
 static void
 make_files(const char *path)
 {
-	static const char *suffix[] = { "-wal", "-shm" };
-	char file[PATH_MAX + 8];
 	struct stat db;
-	int made = 0, i, rc;
+	int made;
 
-	if ((rc = make_file(path, NULL)) < 0)
+	if ((made = make_file(path, NULL)) < 0)
 		mq_die(status_of_errno(errno), "cannot create database %s:",
 		    path);
-	made |= rc;
 	if (stat(path, &db) < 0)
 		mq_die(status_of_errno(errno), "cannot open database %s:", path);
-	for (i = 0; i < 2 && ours(path); i++) {
-		snprintf(file, sizeof file, "%s%s", path, suffix[i]);
-		if (access(file, F_OK) == 0)
-			continue;
-		if ((rc = make_file(file, &db)) < 0)
-			mq_die(status_of_errno(errno), "cannot create %s:",
-			    file);
-		made |= rc;
-	}
+	if (ours(path))
+		made |= make_beside(path, &db, 1);
 	if (made)
 		sync_dir(path);
+}
+
+/*
+ * A reader makes a missing -wal and -shm of a WAL file too, before SQLite
+ * would (with this user's group, which the database's other users may not
+ * write: the next writer of the group then fails with 77).  SQLite has
+ * the file open but has read nothing, so the header is read through it.
+ */
+static void
+reader_files(struct sq *q)
+{
+	unsigned char h[100];
+	struct stat db;
+
+	if (header(q, h) == 0 && !memcmp(h, "SQLite format 3", 16) &&
+	    h[18] == 2 && h[19] == 2 && stat(q->base.path, &db) == 0 &&
+	    make_beside(q->base.path, &db, 0))
+		sync_dir(q->base.path);	/* a writer will not: it finds them */
 }
 
 static void
@@ -706,10 +794,11 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		    sync);
 	q->base.path = mq_strdup(path);
 	q->mode = mode;
+	note_refusals();
 	if (stat(path, &st) < 0) {
 		if (errno != ENOENT)
-			mq_die(errno == EACCES ? MQ_EX_NOPERM : MQ_EX_IOERR,
-			    "cannot open database %s:", path);
+			mq_die(status_of_errno(errno), "cannot open database "
+			    "%s:", path);
 		if (mode != MQ_WRITE)
 			mq_die(MQ_EX_NOINPUT, "cannot open database %s: "
 			    "no such file", path);
@@ -741,10 +830,12 @@ sq_open(const char *path, int mode, const struct mq_backend *be)
 		if (culprit(q, file, sizeof file))
 			mq_die(MQ_EX_NOPERM, "cannot open database: %s: %s", file,
 			    strerror(errno));
+		die_refused("cannot open database");
 		mq_die(MQ_EX_IOERR, "cannot open database %s for writing: I/O "
 		    "error, no space or no inode", path);
 	}
 	if (mode == MQ_READ) {
+		reader_files(q);
 		recover(q);
 		if (!readable(q))
 			reopen_immutable(q);

@@ -9,10 +9,11 @@
  *       LD_PRELOAD=/path/faultshim.so PROGRAM ...
  *
  * Environment:
- *   MQ_FAULT_PREFIX  the database path.  Files whose canonical path is
- *                    this one, or this one and a '-' and more (DB, DB-wal,
- *                    DB-shm, DB-journal, DB-mq), are watched.  Unset or
- *                    empty: the shim does nothing at all.
+ *   MQ_FAULT_PREFIX  the database path (its directories need not exist
+ *                    yet).  Files whose canonical path is this one, or
+ *                    this one and a '-' and more (DB, DB-wal, DB-shm,
+ *                    DB-journal, DB-mq), are watched.  Unset or empty:
+ *                    the shim does nothing at all.
  *   MQ_FAULT_AT      N: the Nth counted call fails (1 is the first).  0 or
  *                    unset: nothing fails, the calls are only counted.
  *   MQ_FAULT_ERRNO   how it fails: ENOSPC (the default), EIO or EDQUOT:
@@ -39,6 +40,11 @@
  *                    exits, _exits or dies of a signal: the harness runs a
  *                    workload once with MQ_FAULT_AT=0 to learn the range
  *                    of N.
+ *   MQ_FAULT_DIRS    1: fsync and fdatasync of the directories on the
+ *                    way to the database (its own and every one above it)
+ *                    are counted too, logged with the directory's last
+ *                    component, and fail as the others do: to see that
+ *                    new directory entries are synced.  Unset: not seen.
  *   MQ_FAULT_CHILDREN  1: leave the shim in LD_PRELOAD for child
  *                    processes.  By default the shim takes itself out of
  *                    LD_PRELOAD as it loads, so only the process started
@@ -53,7 +59,8 @@
  * engine opens and ftruncates the -mq file itself and syncs the WAL
  * through SQLite's VFS, so all of that is seen.  Not counted: reads,
  * locks, stat, mmap (the -shm and -mq are written through mappings: those
- * stores cannot fail here), unlink, and syncs of the directory.
+ * stores cannot fail here), unlink, and syncs of directories (but see
+ * MQ_FAULT_DIRS).
  *
  * Invariants:
  * - A call made to fail has no effect: an open creates nothing, a write
@@ -101,6 +108,7 @@ static const char *prefixbase;	/* its last component */
 static unsigned long long fault_at;
 static enum kind kind = K_ENOSPC;
 static int sticky;
+static int dirs;		/* MQ_FAULT_DIRS: directory syncs count */
 static int logfd = -1;
 static unsigned long long ncalls;	/* counted so far (atomic) */
 static unsigned char watched[FDMAX];	/* fd -> 1: a watched file */
@@ -146,6 +154,17 @@ under_prefix(const char *p)
 {
 	return prefixlen && !strncmp(p, prefix, prefixlen) &&
 	    (p[prefixlen] == '\0' || p[prefixlen] == '-');
+}
+
+/* path is a directory the watched files are in, or one above it */
+static int
+above_prefix(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (!strcmp(p, "/"))
+		return prefixlen > 0;
+	return n < prefixlen && !strncmp(prefix, p, n) && prefix[n] == '/';
 }
 
 /* The kernel's name for fd, into buf (PATH_MAX): 0, or -1. */
@@ -222,6 +241,29 @@ join(char *out, const char *dir, const char *base)
 	out[d] = '/';
 	memcpy(out + d + 1, base, b + 1);
 	return 0;
+}
+
+/*
+ * realpath(path, out), but the last directories of path need not exist
+ * yet (the program under test is to make them).
+ */
+static char *
+resolve(const char *path, char *out)
+{
+	char head[PATH_MAX], dir[PATH_MAX], *slash;
+
+	if (realpath(path, out))
+		return out;
+	if (errno != ENOENT || strlen(path) >= sizeof head)
+		return NULL;
+	strcpy(head, path);
+	if (!(slash = strrchr(head, '/')))
+		return realpath(".", dir) && join(out, dir, head) == 0 ?
+		    out : NULL;
+	*slash = '\0';
+	if (!resolve(*head ? head : "/", dir) || join(out, dir, slash + 1) < 0)
+		return NULL;
+	return out;
 }
 
 /*
@@ -378,6 +420,7 @@ load(void)
 	const char *st = getenv("MQ_FAULT_STICKY");
 	const char *log = getenv("MQ_FAULT_LOG");
 	const char *ch = getenv("MQ_FAULT_CHILDREN");
+	const char *dr = getenv("MQ_FAULT_DIRS");
 	char dir[PATH_MAX], res[PATH_MAX], *slash, *end;
 	unsigned i;
 	DIR *d;
@@ -393,7 +436,7 @@ load(void)
 	slash = strrchr(dir, '/');
 	if (slash) {
 		*slash = '\0';
-		if (!realpath(*dir ? dir : "/", res) ||
+		if (!resolve(*dir ? dir : "/", res) ||
 		    join(prefix, res, slash + 1) < 0)
 			die("MQ_FAULT_PREFIX: its directory cannot be resolved");
 	} else if (!realpath(".", res) || join(prefix, res, pre) < 0) {
@@ -417,6 +460,7 @@ load(void)
 		kind = (enum kind)i;
 	}
 	sticky = st && !strcmp(st, "1");
+	dirs = dr && !strcmp(dr, "1");
 	if (log && *log) {
 		fd = real_open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 		    0644);
@@ -711,19 +755,16 @@ struct op {
 };
 
 /*
- * Before a call on fd: 0 when fd is not watched (pass the call on as it
- * is); -1 when the call is to fail (logged, errno set: return -1); 1 to
- * go on.  For a write (len not NULL), *len may come back halved: write
- * only that much.
+ * A counted call on a watched file begins (its name in o->name): -1 when
+ * it is to fail (logged, errno set: return -1); 1 to go on.  For a write
+ * (len not NULL), *len may come back halved: write only that much.
  */
 static int
-op_begins(struct op *o, const char *fn, int fd, size_t *len, long long off,
+op_start(struct op *o, const char *fn, size_t *len, long long off,
     long long arg)
 {
 	char res[64];
 
-	if (!is_watched(fd, o->name))
-		return 0;
 	o->fn = fn;
 	o->n = count(&o->fail);
 	o->is_write = len != NULL;
@@ -745,6 +786,32 @@ op_begins(struct op *o, const char *fn, int fd, size_t *len, long long off,
 	logline(o->n, fn, o->name, o->what, result(-1, 1, res, sizeof res));
 	errno = fault_errno();
 	return -1;
+}
+
+/*
+ * Before a call on fd: 0 when fd is not watched (pass the call on as it
+ * is); else as op_start.
+ */
+static int
+op_begins(struct op *o, const char *fn, int fd, size_t *len, long long off,
+    long long arg)
+{
+	if (!is_watched(fd, o->name))
+		return 0;
+	return op_start(o, fn, len, off, arg);
+}
+
+/* op_begins for a sync, which may be of a directory (MQ_FAULT_DIRS). */
+static int
+sync_begins(struct op *o, const char *fn, int fd)
+{
+	int saved = errno, w;
+
+	if (is_watched(fd, o->name))
+		return op_start(o, fn, NULL, 0, -1);
+	w = dirs && ready && fdname(fd, o->name) == 0 && above_prefix(o->name);
+	errno = saved;
+	return w ? op_start(o, fn, NULL, 0, -1) : 0;
 }
 
 /* After the call, which returned r: logs it; returns r, errno kept. */
@@ -923,7 +990,7 @@ fsync(int fd)
 	struct op o;
 	REAL(fsync);
 
-	switch (op_begins(&o, "fsync", fd, NULL, 0, -1)) {
+	switch (sync_begins(&o, "fsync", fd)) {
 	case 0:
 		return real_fsync(fd);
 	case -1:
@@ -938,7 +1005,7 @@ fdatasync(int fd)
 	struct op o;
 	REAL(fdatasync);
 
-	switch (op_begins(&o, "fdatasync", fd, NULL, 0, -1)) {
+	switch (sync_begins(&o, "fdatasync", fd)) {
 	case 0:
 		return real_fdatasync(fd);
 	case -1:

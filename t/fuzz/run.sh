@@ -2,9 +2,16 @@
 # run.sh: build the libFuzzer targets in t/fuzz and run each for a
 # bounded time, starting from its seed corpus in t/fuzz/corpus/TARGET.
 #
-# usage: sh t/fuzz/run.sh [TARGET ...]    (default: every t/fuzz/fuzz_*.c;
-#                                          "time" means fuzz_time)
+# usage: sh t/fuzz/run.sh [-c] [TARGET ...]    (default: every
+#                           t/fuzz/fuzz_*.c; "time" means fuzz_time)
 #
+#   -c            check only, without clang: build each target with $CC
+#                 (default cc), no libFuzzer and no sanitizers, with
+#                 t/fuzz/replay.c as its main, and pass it each input of
+#                 its seed corpus once.  make test runs this, so a target
+#                 that no longer builds or links is found there, not at
+#                 the next make fuzz.  FUZZ_BUILD defaults to
+#                 build/fuzz-check.
 #   FUZZ_SECONDS  how long each target runs (default 10)
 #   FUZZ_BUILD    where binaries, new inputs, logs and reproducers go
 #                 (default build/fuzz; nothing is written in t/fuzz)
@@ -26,9 +33,15 @@
 # run as root and they are missing; otherwise it says what to install.
 
 root=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
+check=
+if [ "${1-}" = -c ]; then
+	check=1
+	shift
+fi
 CLANG=${CLANG:-clang}
+[ -z "$check" ] || CLANG=${CC:-cc}
 secs=${FUZZ_SECONDS:-10}
-build=${FUZZ_BUILD:-$root/build/fuzz}
+build=${FUZZ_BUILD:-$root/build/fuzz${check:+-check}}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 case $secs in '' | *[!0-9]*) echo "run.sh: FUZZ_SECONDS: not a number: $secs" >&2; exit 64 ;; esac
 
@@ -40,7 +53,7 @@ SAN="address,undefined"
 
 # --- what the build needs ------------------------------------------------
 missing() {
-	command -v "$CLANG" >/dev/null || printf 'clang '
+	[ -n "$check" ] || command -v "$CLANG" >/dev/null || printf 'clang '
 	command -v pkg-config >/dev/null || printf 'pkg-config '
 	pkg-config --exists libbsd-overlay 2>/dev/null || printf 'libbsd-dev '
 }
@@ -66,7 +79,8 @@ printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
     'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);' \
     'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' \
     >"$probe.c"
-if ! "$CLANG" -fsanitize=fuzzer,$SAN -o "$probe" "$probe.c" 2>"$probe.err"; then
+if [ -z "$check" ] &&
+    ! "$CLANG" -fsanitize=fuzzer,$SAN -o "$probe" "$probe.c" 2>"$probe.err"; then
 	cat "$probe.err" >&2
 	echo "mq: $CLANG cannot link -fsanitize=fuzzer here; install clang with libFuzzer (Debian: apt-get install -y clang)" >&2
 	exit 1
@@ -89,27 +103,53 @@ done
 
 # --- build ----------------------------------------------------------------
 cflags="-std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE $WARN -g -O1 \
--fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+-fno-omit-frame-pointer \
 $(pkg-config --cflags libbsd-overlay) -I$root/common -I$root/t/fuzz"
 libs=$(pkg-config --libs libbsd-overlay)
 # Only mq's code gets libFuzzer's coverage instrumentation, so the
 # coverage it reports and steers by is mq's, not that of the checks.
+# -c: none of it, and replay.c for main.
+san="-fsanitize=$SAN -fno-sanitize-recover=undefined"
+cov="-fsanitize=fuzzer-no-link $san"
+link=-fsanitize=fuzzer,$SAN
+extra=
+if [ -n "$check" ]; then
+	san='' cov='' link='' extra=t/fuzz/replay.c
+fi
 objs=
-for src in $LIBSRC t/fuzz/fuzzutil.c; do
+for src in $LIBSRC t/fuzz/fuzzutil.c $extra; do
 	o=$build/obj/$(basename "$src" .c).o
-	cov=-fsanitize=fuzzer-no-link,$SAN
-	case $src in t/*) cov=-fsanitize=$SAN ;; esac
-	# shellcheck disable=SC2086 # $cflags is a list of options
-	"$CLANG" $cflags $cov -c -o "$o" "$root/$src" || exit 1
+	f=$cov
+	case $src in t/*) f=$san ;; esac
+	# shellcheck disable=SC2086 # $cflags and $f are lists of options
+	"$CLANG" $cflags $f -c -o "$o" "$root/$src" || exit 1
 	objs="$objs $o"
 done
 for t in $targets; do
 	# shellcheck disable=SC2086 # lists of options and objects
-	"$CLANG" $cflags -fsanitize=$SAN -c -o "$build/obj/$t.o" \
+	"$CLANG" $cflags $san -c -o "$build/obj/$t.o" \
 	    "$root/t/fuzz/$t.c" &&
-	"$CLANG" -fsanitize=fuzzer,$SAN -o "$build/$t" "$build/obj/$t.o" \
+	"$CLANG" $link -o "$build/$t" "$build/obj/$t.o" \
 	    $objs $libs || exit 1
 done
+
+# -c: each seed once
+if [ -n "$check" ]; then
+	status=0
+	for t in $targets; do
+		seeds=$root/t/fuzz/corpus/$t
+		n=$(find "$seeds" -type f 2>/dev/null | wc -l)
+		if find "$seeds" -type f -exec "$build/$t" {} + \
+		    >"$build/$t.log" 2>&1; then
+			echo "fuzz check: $t ok: $n seeds"
+		else
+			status=1
+			echo "fuzz check: $t FAILED on its seeds:" >&2
+			head -n 6 "$build/$t.log" >&2
+		fi
+	done
+	exit "$status"
+fi
 
 # --- run ------------------------------------------------------------------
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
