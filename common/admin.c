@@ -174,7 +174,7 @@ by_whom(void)
 	return buf;
 }
 
-/* The result lines; returns how many acted, or ends on a refusal. */
+/* The result lines; returns how many acted, or -1 for a refusal. */
 static int
 report(const struct mq_mark *m, const struct mq_marked *r, int n)
 {
@@ -192,13 +192,14 @@ report(const struct mq_mark *m, const struct mq_marked *r, int n)
 			first = i;
 	if (refused) {
 		r += first;
-		mq_die(MQ_EX_NONE, "%s/%s: %lld is %s%s: nothing %s%s",
+		mq_warn("%s/%s: %lld is %s%s: nothing %s%s",
 		    m->topic, r->group, (long long)r->off,
 		    r->state == MQ_DEAD ? "a dead letter" : "in flight",
 		    refused > 1 ? " (and more)" : "",
 		    m->op == MQ_CANCEL ? "cancelled" : "rescheduled",
 		    r->state == MQ_DEAD ? " (redrive it with mq-replay --dead)" :
 		    " (use --force)");
+		return -1;
 	}
 	for (i = 0; i < n; i++) {
 		if (r[i].act == MQ_M_NONE)
@@ -279,11 +280,15 @@ mq_topic_mark(const char *db, int op, int force, int argc, char **argv)
 	if (n == 0)
 		mq_die(MQ_EX_NONE, "%s has no groups: nothing to %s", m.topic,
 		    op == MQ_CANCEL ? "cancel" : "reschedule");
-	if (!report(&m, r, n))
-		mq_die(MQ_EX_NONE, "nothing to %s: settled already in %s%s",
+	if ((c = report(&m, r, n)) == 0)
+		mq_warn("nothing to %s: settled already in %s%s",
 		    op == MQ_CANCEL ? "cancel" : "reschedule",
 		    m.group ? "group " : "every group", m.group ? m.group : "");
 	free(r);
 	free(offs);
+	if (c <= 0) {
+		mq_close(q);
+		exit(MQ_EX_NONE);
+	}
 	return q;
 }

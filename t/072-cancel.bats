@@ -206,6 +206,58 @@ t/g: cancelled 5"
 	lagj g '.lag == 0 and .delayed == 0'
 }
 
+@test "delay of a message the group has not reached: it waits for the group, goes once, in its place when due" {
+	seq 4 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic delay --at now t 3 >/dev/null
+	mq-topic delay --delay 1h t 2 >/dev/null
+	# due is when it may go: 3 does not pass 1, and goes before 4
+	run -0 mq-recv -g g --format '%o %r' t
+	[[ $output == "1 "* ]] || fail "want 1 first, got: $output"
+	mq-ack "${output#1 }"
+	run -0 mq-recv -g g --format '%o %r' t
+	[[ $output == "3 "* ]] || fail "want 3 next, got: $output"
+	mq-ack "${output#3 }"
+	assert_equal "$(bodies g)" 4
+	run -1 mq-recv -g g t
+	mq-topic delay --at now t 2 >/dev/null
+	assert_equal "$(bodies g)" 2
+	run -1 mq-recv -g g t
+	lagj g '.lag == 0 and .delayed == 0 and .settled_total == 4'
+	# every key at once, then one batch: each message once
+	mq-send -q -k k t k5 k6
+	mq-topic delay --at now -k k t >/dev/null
+	assert_equal "$(bodies g)" "$(printf 'k5\nk6')"
+	lagj g '.lag == 0 and .settled_total == 6'
+}
+
+@test "ordered: an earlier message of a key is not held behind a later one moved" {
+	mq-send -q -k a t a1 a2
+	mq-topic group t g --ordered >/dev/null
+	mq-topic delay --delay 1h t 2 >/dev/null
+	run -0 mq-recv -g g --format '%b' t
+	assert_output a1
+}
+
+@test "cancel of the first messages: a plain mq-recv still gets the next one" {
+	seq 40 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic cancel t $(seq 39) >/dev/null
+	run -0 mq-recv -g g --format '%b' t
+	assert_output 40
+}
+
+@test "--dedup names a message while the topic remembers its id" {
+	mq-topic create t dedup-window=1s
+	mq-topic group t g >/dev/null
+	mq-send -q --dedup id-1 t one
+	run -0 mq-topic cancel --dry-run --dedup id-1 t
+	assert_output 't/g: would cancel 1'
+	sleep 1.2	# past the window: waiting longer only makes it surer
+	run --separate-stderr -66 mq-topic cancel --dedup id-1 t
+	one_error mq-topic
+}
+
 @test "a rewind hands a cancelled message out again; a skip ahead leaves no row behind" {
 	seq 4 | mq-send -q t
 	mq-topic group t g >/dev/null

@@ -26,6 +26,8 @@
 
 #include "pg.h"
 
+#define SCAN_MAX	4096	/* messages examined per claim */
+
 /*
  * A consumer's advisory lock: (this installation's lockspace, id), so
  * installations sharing a database (by schema) never share a lock.
@@ -349,6 +351,8 @@ struct claimer {
 	int64_t			 delivered, settled, dead;
 	struct mq_msg		*out;
 	int			 n, max;
+	int			 passed;	/* claim_new passed a due row */
+	int			 seen;		/* messages claim_new looked at */
 	/* the deliveries to write, as arrays */
 	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
@@ -421,22 +425,27 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 
 /*
  * Due deliveries, taken with SKIP LOCKED: waiting ones whose time came
- * and leases that ran out (at max attempts: dead letters, no slot).
+ * and leases that ran out (at max attempts: dead letters, no slot), at
+ * offsets from lo to the group's position: a row after it (rescheduled
+ * before it was handed out) waits for the position, as in
+ * ../sqlite/deliver.c.
  */
 static int
-claim_due(struct claimer *k)
+claim_due(struct claimer *k, int64_t lo)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
 	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
-	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 "
-	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
+	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
+	    "AND d.off < $6 ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d "
+	    "SKIP LOCKED";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
 	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
-	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND (d.key IS "
+	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
+	    "AND d.off < $6 AND (d.key IS "
 	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = $1 "
 	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
 	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
@@ -449,8 +458,9 @@ claim_due(struct claimer *k)
 	int i, n, attempt, expired;
 
 	TRY(r, pg_qc(q, "cannot read deliveries", k->g.ordered ? ordered :
-	    plain, 4, pg_int(q, k->g.id), pg_int(q, k->now),
-	    pg_int(q, k->max - k->n), pg_int(q, k->t.id)));
+	    plain, 6, pg_int(q, k->g.id), pg_int(q, k->now),
+	    pg_int(q, k->max - k->n), pg_int(q, k->t.id), pg_int(q, lo),
+	    pg_int(q, k->pos)));
 	n = PQntuples(r);
 	for (i = 0; i < n; i++) {
 		attempt = (int)pg_get(r, i, 2);
@@ -504,71 +514,101 @@ claim_due(struct claimer *k)
  * New messages from pos on: delivered, or held back (delayed, key busy).
  * One with a delivery row there already (cancelled or rescheduled before
  * it was handed out: mark.c) is passed by; a cancelled one's row goes.
+ * Another look when a full look handed nothing out for some: up to max,
+ * or SCAN_MAX looked at.
  */
 static int
 claim_new(struct claimer *k)
 {
 	struct pgq *q = k->q;
 	struct mq_msg m;
-	PGresult *r, *busy = NULL;
-	char **keys = NULL;
-	int i, j, n, nkeys = 0, held;
+	PGresult *r, *busy;
+	struct { char *key; int64_t off; } *keys = NULL;	/* from off on */
+	int i, j, n, want, nkeys = 0, held, idle, looked = 0;
 
-	/* below next_off, as committed when this statement began: every
-	   offset under it is committed, the group's row being ours */
-	TRY(r, pg_qc(q, "cannot read messages", "SELECT m.off, m.ts, m.due, "
-	    "m.key, m.body, d.state FROM msg m LEFT JOIN delivery d ON "
-	    "d.grp = $4 AND d.off = m.off WHERE m.topic = $1 AND m.off >= $2 "
-	    "AND m.off < (SELECT next_off FROM topic WHERE id = $1) ORDER BY "
-	    "m.off LIMIT $3", 4, pg_int(q, k->t.id), pg_int(q, k->pos),
-	    pg_int(q, k->max - k->n), pg_int(q, k->g.id)));
-	n = PQntuples(r);
-	if (k->g.ordered && n) {
-		if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT DISTINCT "
-		    "key FROM delivery WHERE grp = $1 AND key IS NOT NULL AND "
-		    "state < 2", 1, pg_int(q, k->g.id)))) {
-			PQclear(r);
-			return PG_RETRY;
-		}
-		for (i = 0; i < PQntuples(busy); i++) {
-			keys = mq_array(keys, nkeys + 1, sizeof *keys);
-			keys[nkeys++] = pg_str(busy, i, 0);
-		}
-		PQclear(busy);
-	}
-	for (i = 0; i < n; i++) {
-		pg_msg_row(r, i, 0, &m);
-		k->pos = m.off + 1;
-		if (!pg_null(r, i, 5)) {
-			if (pg_get(r, i, 5) == MQ_SKIP)
-				drop_row(k, m.off);
-			mq_msg_free(&m);
-			continue;
-		}
-		held = m.due > k->now;
-		if (k->g.ordered && m.key) {
-			for (j = 0; j < nkeys && strcmp(keys[j], m.key); j++)
-				;
-			held |= j < nkeys;
-			if (j == nkeys) {	/* busy from now on */
-				keys = mq_array(keys, nkeys + 1, sizeof *keys);
-				keys[nkeys++] = mq_strdup(m.key);
+	do {
+		want = k->max - k->n;
+		/* below next_off, as committed when this statement began:
+		   every offset under it is committed, the group's row being
+		   ours */
+		if (!(r = pg_qc(q, "cannot read messages", "SELECT m.off, "
+		    "m.ts, m.due, m.key, m.body, d.state, d.due FROM msg m "
+		    "LEFT JOIN "
+		    "delivery d ON d.grp = $4 AND d.off = m.off WHERE "
+		    "m.topic = $1 AND m.off >= $2 AND m.off < (SELECT next_off "
+		    "FROM topic WHERE id = $1) ORDER BY m.off LIMIT $3", 4,
+		    pg_int(q, k->t.id), pg_int(q, k->pos), pg_int(q, want),
+		    pg_int(q, k->g.id))))
+			goto retry;
+		n = PQntuples(r);
+		if (k->g.ordered && n && !looked) {
+			looked = 1;
+			/* the first unsettled offset of each key */
+			if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT "
+			    "key, min(off) FROM delivery WHERE grp = $1 AND key "
+			    "IS NOT NULL AND state < 2 GROUP BY key", 1,
+			    pg_int(q, k->g.id)))) {
+				PQclear(r);
+				goto retry;
 			}
+			for (i = 0; i < PQntuples(busy); i++) {
+				keys = mq_array(keys, nkeys + 1, sizeof *keys);
+				keys[nkeys].key = pg_str(busy, i, 0);
+				keys[nkeys++].off = pg_get(busy, i, 1);
+			}
+			PQclear(busy);
 		}
-		if (held) {
-			pg_arr_int(&k->h_off, m.off);
-			pg_arr_int(&k->h_due, m.due > k->now ? m.due : k->now);
-			pg_arr_str(&k->h_key, m.key);
-			mq_msg_free(&m);
-			continue;
+		for (i = idle = 0; i < n && !k->passed; i++) {
+			pg_msg_row(r, i, 0, &m);
+			k->pos = m.off + 1;
+			idle++;
+			if (!pg_null(r, i, 5)) {
+				if (pg_get(r, i, 5) == MQ_SKIP)
+					drop_row(k, m.off);
+				/* a due one goes next, before what follows */
+				k->passed = pg_get(r, i, 5) == MQ_WAITING &&
+				    pg_get(r, i, 6) <= k->now;
+				mq_msg_free(&m);
+				continue;
+			}
+			held = m.due > k->now;
+			if (k->g.ordered && m.key) {
+				for (j = 0; j < nkeys && strcmp(keys[j].key,
+				    m.key); j++)
+					;
+				held |= j < nkeys && keys[j].off < m.off;
+				if (j == nkeys) {	/* busy from here on */
+					keys = mq_array(keys, nkeys + 1,
+					    sizeof *keys);
+					keys[nkeys].key = mq_strdup(m.key);
+					keys[nkeys++].off = m.off;
+				} else if (keys[j].off > m.off)
+					keys[j].off = m.off;
+			}
+			if (held) {
+				pg_arr_int(&k->h_off, m.off);
+				pg_arr_int(&k->h_due, m.due > k->now ? m.due :
+				    k->now);
+				pg_arr_str(&k->h_key, m.key);
+				mq_msg_free(&m);
+				continue;
+			}
+			idle--;
+			deliver(k, &m, 1, 0, m.key, 0);
 		}
-		deliver(k, &m, 1, 0, m.key, 0);
-	}
-	PQclear(r);
+		PQclear(r);
+		k->seen += n;
+	} while (n == want && idle && !k->passed && k->n < k->max &&
+	    k->seen < SCAN_MAX);
 	for (i = 0; i < nkeys; i++)
-		free(keys[i]);
+		free(keys[i].key);
 	free(keys);
 	return n;
+retry:
+	for (i = 0; i < nkeys; i++)
+		free(keys[i].key);
+	free(keys);
+	return PG_RETRY;
 }
 
 /* Writes what the claim decided: one statement per kind of row. */
@@ -669,7 +709,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 {
 	struct claimer k;
 	PGresult *r;
-	int64_t dead0;
+	int64_t dead0, pos0;
 	int rc, i;
 
 	memset(&k, 0, sizeof k);
@@ -681,7 +721,8 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	if (!c->woken) {
 		k.now = pg_now();
 		r = pg_qc(q, "cannot read deliveries", "SELECT (EXISTS (SELECT 1 "
-		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3) "
+		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3 "
+		    "AND off < g.pos) "
 		    "OR g.pos < t.next_off) AND p <= $3, CASE WHEN p > $3 THEN p "
 		    "ELSE (SELECT min(due) FROM delivery WHERE grp = g.id AND "
 		    "state < 2 AND due > $3) END FROM topic t JOIN grp g ON "
@@ -727,11 +768,21 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	   delivered are not leased until write_claim, and would come back */
 	do {
 		dead0 = k.dead;
-		if ((rc = claim_due(&k)) < 0)
+		if ((rc = claim_due(&k, 0)) < 0)
 			goto retry;
 	} while (rc > 0 && k.n < k.max && k.dead - dead0 == rc);
-	if (k.n < k.max && (rc = claim_new(&k)) < 0)
-		goto retry;
+	while (k.n < k.max) {
+		pos0 = k.pos;
+		if (claim_new(&k) < 0)
+			goto retry;
+		if (!k.passed)
+			break;
+		/* what claim_new passed, due: it goes next (rows below pos0
+		   were looked at already) */
+		k.passed = 0;
+		if (claim_due(&k, pos0) < 0)
+			goto retry;
+	}
 	if ((rc = write_claim(&k)) < 0)
 		goto retry;
 	if (next)

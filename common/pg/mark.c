@@ -30,7 +30,9 @@ targets(struct pgq *q, const struct mq_topic *t, const struct mq_mark *m,
 	else if (m->dedup)
 		r = pg_q(q, "cannot read messages", "SELECT d.off FROM dedup d "
 		    "JOIN msg ON msg.topic = d.topic AND msg.off = d.off WHERE "
-		    "d.topic = $1 AND d.id = $2", 2, pg_int(q, t->id), m->dedup);
+		    "d.topic = $1 AND d.id = $2 AND d.ts > $3", 3,
+		    pg_int(q, t->id), m->dedup,
+		    pg_int(q, pg_now() - t->dedup_window));
 	else {
 		for (i = 0; i < m->noffs; i++)
 			pg_arr_int(&a, m->offs[i]);

@@ -190,6 +190,8 @@ struct claimer {
 	struct sq_by		 me;	/* delivering now: this process */
 	struct mq_msg		*out;
 	int			 n, max, changed;
+	int			 passed;	/* claim_new passed a due row */
+	int			 scanned;	/* messages claim_new looked at */
 };
 
 /* A row of a delivery that is due, or of a new message. */
@@ -304,7 +306,11 @@ sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
 /*
  * Due deliveries: waiting ones whose time came and leases that ran out,
  * up to max.  In an ordered group a keyed delivery is due only when no
- * earlier unsettled delivery has its key.
+ * earlier unsettled delivery has its key.  A row at or after the group's
+ * position (rescheduled before it was handed out: mark.c) waits for the
+ * position to pass it, as a delayed message waits: due is when it may
+ * go, not a way past the messages before it; so such a row is never
+ * leased, and never settled, before the position has passed it.
  */
 static int
 due_rows(struct claimer *k, struct due *d, int max)
@@ -313,13 +319,14 @@ due_rows(struct claimer *k, struct due *d, int max)
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
 	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
 	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
-	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
+	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND d.off < ?5 "
 	    "ORDER BY d.due, d.off LIMIT ?3";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
 	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
 	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
-	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND (d.key IS "
+	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND d.off < ?5 "
+	    "AND (d.key IS "
 	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
 	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
 	    "ORDER BY d.due, d.off LIMIT ?3";
@@ -330,6 +337,7 @@ due_rows(struct claimer *k, struct due *d, int max)
 	sqlite3_bind_int64(s, 2, k->now);
 	sqlite3_bind_int(s, 3, max);
 	sqlite3_bind_int64(s, 4, k->t.id);
+	sqlite3_bind_int64(s, 5, k->pos);
 	while (n < max && sq_step(k->q, s, "cannot read deliveries") ==
 	    SQLITE_ROW) {
 		d[n].off = sqlite3_column_int64(s, 0);
@@ -391,15 +399,17 @@ claim_due(struct claimer *k)
 	free(d);
 }
 
+/* An earlier message of key is unsettled (an ordered group). */
 static int
-key_busy(struct claimer *k, const char *key)
+key_busy(struct claimer *k, const char *key, int64_t off)
 {
 	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery "
-	    "WHERE grp = ? AND key = ? AND state < 2 LIMIT 1");
+	    "WHERE grp = ? AND key = ? AND state < 2 AND off < ? LIMIT 1");
 	int busy;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
 	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, off);
 	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
 	sqlite3_reset(s);
 	return busy;
@@ -430,20 +440,21 @@ hold(struct claimer *k, struct due *d)
 static void
 claim_new(struct claimer *k)
 {
-	static const char plain[] = "SELECT off, ts, due, key, body, NULL "
-	    "FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3 ORDER BY off "
-	    "LIMIT ?4";
+	static const char plain[] = "SELECT off, ts, due, key, body, NULL, "
+	    "NULL FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3 ORDER "
+	    "BY off LIMIT ?4";
 	static const char marked[] = "SELECT m.off, m.ts, m.due, m.key, "
-	    "m.body, d.state FROM msg m LEFT JOIN delivery d ON d.grp = ?5 "
+	    "m.body, d.state, d.due FROM msg m LEFT JOIN delivery d ON "
+	    "d.grp = ?5 "
 	    "AND d.off = m.off WHERE m.topic = ?1 AND m.off >= ?2 AND "
 	    "m.off < ?3 ORDER BY m.off LIMIT ?4";
 	struct due *d = mq_array(NULL, 256, sizeof *d);
 	sqlite3_stmt *s;
-	int i, n, want, scanned = 0, ahead;
+	int i, n, want, ahead;
 
 	ahead = sq_int(k->q, "SELECT EXISTS (SELECT 1 FROM delivery WHERE "
 	    "grp = ? AND off >= ?)", 0, 2, k->g.id, k->pos);
-	while (k->n < k->max && scanned < SCAN_MAX) {
+	while (k->n < k->max && k->scanned < SCAN_MAX) {
 		want = k->max - k->n < 256 ? k->max - k->n : 256;
 		s = sq_stmt(k->q, ahead ? marked : plain);
 		sqlite3_bind_int64(s, 1, k->t.id);
@@ -459,15 +470,16 @@ claim_new(struct claimer *k)
 			d[n].off = d[n].m.off;
 			d[n].state = sqlite3_column_type(s, 5) == SQLITE_NULL ?
 			    -1 : sqlite3_column_int(s, 5);
+			d[n].due = sqlite3_column_int64(s, 6);
 			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
 		}
 		sqlite3_reset(s);
 		if (n == 0)
 			break;
-		for (i = 0; i < n; i++) {
+		for (i = 0; i < n && !k->passed; i++) {
 			k->pos = d[i].off + 1;
 			k->changed = 1;
-			scanned++;
+			k->scanned++;
 			if (d[i].state == MQ_SKIP) {
 				s = sq_stmt(k->q, "DELETE FROM delivery WHERE "
 				    "grp = ? AND off = ?");
@@ -475,15 +487,20 @@ claim_new(struct claimer *k)
 				sqlite3_bind_int64(s, 2, d[i].off);
 				sq_step(k->q, s, "cannot delete delivery");
 			}
+			/* a due one goes next, before what follows it */
+			k->passed = d[i].state == MQ_WAITING &&
+			    d[i].due <= k->now;
 			if (d[i].state >= 0)
 				continue;
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
-			    key_busy(k, d[i].key)))
+			    key_busy(k, d[i].key, d[i].off)))
 				hold(k, &d[i]);
 			else
 				deliver(k, &d[i]);
 		}
 		free_due(d, n);
+		if (k->passed)
+			break;
 	}
 	free(d);
 }
@@ -498,8 +515,8 @@ static int
 claimable(struct sq *q, const struct mq_group *g, int64_t now)
 {
 	sqlite3_stmt *s = sq_stmt(q, "SELECT EXISTS (SELECT 1 FROM delivery "
-	    "WHERE grp = ?1 AND state < 2 AND due <= ?2) OR EXISTS (SELECT 1 "
-	    "FROM msg WHERE topic = ?3 AND off >= ?4)");
+	    "WHERE grp = ?1 AND state < 2 AND due <= ?2 AND off < ?4) OR "
+	    "EXISTS (SELECT 1 FROM msg WHERE topic = ?3 AND off >= ?4)");
 	int yes = 1;
 
 	sqlite3_bind_int64(s, 1, g->id);
@@ -580,8 +597,13 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
 	k.me.pid = mq_pid();
 	claim_due(&k);
-	if (k.n < k.max)
+	while (k.n < k.max) {
 		claim_new(&k);
+		if (!k.passed)
+			break;
+		k.passed = 0;
+		claim_due(&k);	/* what claim_new passed, due: it goes next */
+	}
 	if (next)
 		*next = k.n ? k.now : next_due(q, &k.g, k.now);
 	if (!k.changed) {

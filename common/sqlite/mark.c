@@ -29,10 +29,13 @@ targets(struct sq *q, const struct mq_topic *t, const struct mq_mark *m,
 		s = m->key ? sq_stmt(q, "SELECT off FROM msg WHERE topic = ? "
 		    "AND key = ? ORDER BY off") : sq_stmt(q, "SELECT d.off "
 		    "FROM dedup d JOIN msg ON msg.topic = d.topic AND "
-		    "msg.off = d.off WHERE d.topic = ? AND d.id = ?");
+		    "msg.off = d.off WHERE d.topic = ? AND d.id = ? AND "
+		    "d.ts > ?");	/* inside the window, as mq-send has it */
 		sqlite3_bind_int64(s, 1, t->id);
 		sqlite3_bind_text(s, 2, m->key ? m->key : m->dedup, -1,
 		    SQLITE_STATIC);
+		if (m->dedup)
+			sqlite3_bind_int64(s, 3, mq_now() - t->dedup_window);
 		while (sq_step(q, s, "cannot read messages") == SQLITE_ROW) {
 			o = mq_array(o, n + 1, sizeof *o);
 			o[n++] = sqlite3_column_int64(s, 0);
