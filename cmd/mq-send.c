@@ -21,7 +21,7 @@
 #define BATCH_BYTES	(8 * 1048576)
 
 static const char *dbpath, *key, *topic, *dedup;
-static int quiet, unescape, delim = '\n', dedup_field;
+static int quiet, unescape, delim = '\n', dedup_field, replace;
 static int64_t at = -1, delay = -1, linger;	/* -1: not given */
 
 struct batch {
@@ -32,10 +32,9 @@ struct batch {
 };
 
 static const char synopsis[] =
-    "usage: mq-send [-0eq] [-d FILE] [-k KEY] [--whole] "
-    "[--delay DUR | --at TIME]\n"
-    "               [--dedup ID | --dedup-field N] [--linger DUR] "
-    "TOPIC [MESSAGE ...]\n";
+    "usage: mq-send [-0eq] [-d FILE] [-k KEY [--replace]] [--whole]\n"
+    "               [--delay DUR | --at TIME] [--dedup ID | --dedup-field N]"
+    "\n               [--linger DUR] TOPIC [MESSAGE ...]\n";
 static const char *const help[] = {
 	"-0, --null",		"read NUL-terminated records, not lines",
 	"--at TIME",		"deliver no earlier than TIME",
@@ -46,6 +45,7 @@ static const char *const help[] = {
 	"-k, --key KEY",	"give the messages KEY",
 	"--linger DUR",		"let a batch from stdin wait DUR for more",
 	"-q, --quiet",		"print no offsets",
+	"--replace",		"with -k: settle earlier ones of KEY not yet out",
 	"--whole",		"read all of stdin as one message",
 	NULL,
 };
@@ -66,16 +66,12 @@ too_large(size_t len, int64_t max)
 static void
 flush(struct mq *q, struct batch *b)
 {
-	struct mq_append a;
+	struct mq_append a = { .topic = topic, .key = key, .delay = delay,
+	    .at = at, .replace = replace };	/* a delay counts from the send */
 	size_t i;
 
 	if (b->n == 0)
 		return;
-	memset(&a, 0, sizeof a);
-	a.topic = topic;
-	a.key = key;
-	a.delay = delay;	/* a delay counts from the send */
-	a.at = at;
 	for (i = 0; i < b->n; i++)
 		b->rec[i].dedup = dedup_field ? b->id[i] : dedup;
 	if (mq_append(q, &a, b->rec, b->n, b->sent) == MQ_E_TOOBIG)
@@ -211,6 +207,7 @@ main(int argc, char *argv[])
 		{ "linger", required_argument, NULL, 'L' },
 		{ "dedup", required_argument, NULL, 'u' },
 		{ "dedup-field", required_argument, NULL, 'U' },
+		{ "replace", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -234,6 +231,7 @@ main(int argc, char *argv[])
 			key = optarg;
 			break;
 		case 'q': quiet = 1; break;
+		case 'r': replace = 1; break;
 		case 'W': whole = 1; break;
 		case 'D': delay = mq_duration_arg(optarg, "delay"); break;
 		case 'a': at = mq_time_arg(optarg, "time"); break;
@@ -258,6 +256,8 @@ main(int argc, char *argv[])
 		mq_usage_err("missing TOPIC");
 	if (delay >= 0 && at >= 0)
 		mq_usage_err("--delay and --at exclude each other");
+	if (replace && !key)
+		mq_usage_err("--replace needs -k KEY");
 	topic = mq_name_arg(argv[0], "topic");
 	if (whole)
 		delim = -1;

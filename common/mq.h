@@ -239,6 +239,7 @@ struct mq_rec {
 struct mq_append {
 	const char	*topic, *key;
 	int64_t		 delay, at;	/* -1: not given */
+	int		 replace;	/* with key: the newest one wins */
 	size_t		 bad;		/* out, with MQ_E_TOOBIG: which one */
 	int64_t		 max_size;	/* out, with MQ_E_TOOBIG */
 };

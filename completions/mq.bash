@@ -103,7 +103,7 @@ _mq() {
 		argopts='-d --db -k --key --delay --at --linger --dedup --dedup-field'
 		opts='-0 -d -e -h -k -q -V --null --db --escapes --help --key
 		    --quiet --version --whole --delay --at --linger --dedup
-		    --dedup-field' ;;
+		    --dedup-field --replace' ;;
 	mq-recv)
 		argopts='-d --db -g --group -j --jobs -n --count -w --wait --lease
 		    --format --from --timeout --max-time'

@@ -299,3 +299,28 @@ t/g: cancelled 5"
 	lagj g '.lag == 0 and .in_flight == 0 and .position == 21'
 	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
 }
+
+@test "send --replace -k: earlier messages of the key a group has not handed out are settled as replaced" {
+	mq-topic group t g --ordered >/dev/null
+	mq-topic group t h >/dev/null
+	mq-send -q -k x t x1
+	r=$(mq-recv -g h --format '%r' t)		# x1 in flight in h
+	mq-send -q -k x t x2
+	mq-send -q -k x --delay 1h t x3		# held back: delayed
+	mq-send -q -k y t y1
+	run -0 mq-send -k x --replace t x4
+	assert_output 5
+	# g had handed out nothing: x4 alone of x; h keeps x1 in flight
+	assert_equal "$(bodies g)" "$(printf 'y1\nx4')"
+	mq-ack "$r"
+	assert_equal "$(bodies h)" "$(printf 'y1\nx4')"
+	lagj g '.lag == 0 and .delayed == 0 and .settled_total == 5 and .cancelled_total == 0'
+	lagj h '.lag == 0 and .delayed == 0 and .settled_total == 5'
+	run -0 mq-replay --trace 2 t
+	assert_line --regexp 'attempt 0  replaced  .*by #5$'
+	# a batch: the last of it wins
+	printf 'a\nb\nc\n' | mq-send -q -k z --replace t
+	assert_equal "$(bodies g)" c
+	run --separate-stderr -64 mq-send --replace t m
+	[[ $stderr == *"needs -k"* ]] || fail "$stderr"
+}

@@ -202,6 +202,9 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		    "WHERE id = $1", 4, pg_int(q, t.id), pg_int(q, stored),
 		    pg_int(q, bytes), pg_int(q, ts)));
 		PQclear(r);
+		if (a->replace && a->key &&
+		    pg_replace_older(q, &t, a->key, off - 1) < 0)
+			return PG_RETRY;
 		pg_notify(q, t.id);
 	}
 	(void)seen;
@@ -265,6 +268,8 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	PGresult *r;
 	size_t i;
 
+	if (a->replace)
+		return 1;
 	for (i = 0; i < n; i++) {
 		if (rec[i].dedup)
 			return 1;

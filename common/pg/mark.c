@@ -62,6 +62,71 @@ targets(struct pgq *q, const struct mq_topic *t, const struct mq_mark *m,
 	return n;
 }
 
+static int
+count_settled(struct pgq *q, int64_t grp, int64_t n, int cancelled)
+{
+	PGresult *u;
+
+	TRY(u, pg_q(q, "cannot update group", "UPDATE grp SET settled = "
+	    "settled + $2, cancelled = cancelled + $3, settled_ts = $4 WHERE "
+	    "id = $1", 4, pg_int(q, grp), pg_int(q, n),
+	    pg_int(q, cancelled ? n : 0), pg_int(q, pg_now())));
+	PQclear(u);
+	return 0;
+}
+
+/*
+ * mq-send --replace, in the append's transaction (as
+ * ../sqlite/mark.c's sq_replace_older): the earlier messages of key
+ * below off that a group has not handed out, or holds back with no
+ * attempt made, are settled as replaced.  The groups' rows are locked,
+ * after the topic's, so a claim does not hand one out meanwhile.
+ */
+int
+pg_replace_older(struct pgq *q, const struct mq_topic *t, const char *key,
+    int64_t off)
+{
+	struct mq_group *g;
+	PGresult *r;
+	char why[40];
+	int i, ng;
+
+	snprintf(why, sizeof why, "by #%lld", (long long)off);
+	if ((ng = pg_groups(q, t->id, &g, 1)) < 0)
+		return PG_RETRY;
+	for (i = 0; i < ng; i++) {
+		/* the rows that go, those that say so (ahead), the history */
+		r = pg_q(q, "cannot store delivery", "WITH o AS (SELECT m.off "
+		    "FROM msg m LEFT JOIN delivery d ON d.grp = $2 AND d.off = "
+		    "m.off WHERE m.topic = $1 AND m.key = $3 AND m.off >= $4 "
+		    "AND m.off < $5 AND (d.state IS NULL OR (d.state = 0 AND "
+		    "d.attempt = 0)) UNION ALL SELECT off FROM delivery WHERE "
+		    "grp = $2 AND key = $3 AND state = 0 AND attempt = 0 AND "
+		    "off < $4), gone AS (DELETE FROM delivery d USING o WHERE "
+		    "d.grp = $2 AND d.off = o.off AND o.off < $4), ahead AS "
+		    "(INSERT INTO delivery (grp, off, state, due, attempt) "
+		    "SELECT $2, off, 5, 0, 0 FROM o WHERE off >= $4 ON CONFLICT "
+		    "(grp, off) DO UPDATE SET state = 5, due = 0, consumer = "
+		    "NULL, token = 0, key = NULL), h AS (INSERT INTO history "
+		    "(grp, off, ts, n, attempt, event, host, pid, reason) SELECT "
+		    "$2, off, $6, $7, 0, 'replaced', $8, $9, $10 FROM o) SELECT "
+		    "count(*) FROM o", 10, pg_int(q, t->id), pg_int(q, g[i].id),
+		    key, pg_int(q, g[i].pos), pg_int(q, off), pg_int(q, pg_now()),
+		    pg_int(q, mq_history_n()), mq_hostname(), pg_int(q, mq_pid()),
+		    why);
+		if (!r || (pg_get(r, 0, 0) && count_settled(q, g[i].id,
+		    pg_get(r, 0, 0), 0) < 0)) {
+			if (r)
+				PQclear(r);
+			free(g);
+			return PG_RETRY;
+		}
+		PQclear(r);
+	}
+	free(g);
+	return 0;
+}
+
 /* Does what r->act says; 1 when that settled the message, or PG_RETRY. */
 static int
 apply(struct pgq *q, const struct mq_mark *m, int64_t grp,
@@ -101,7 +166,7 @@ group(struct pgq *q, const struct mq_mark *m, const struct mq_group *g,
 {
 	struct pg_arr a = { 0 };
 	struct mq_marked *r;
-	PGresult *rows, *u;
+	PGresult *rows;
 	int i, j, k, rc, settled = 0;
 
 	for (j = 0; j < noff; j++)
@@ -143,12 +208,7 @@ group(struct pgq *q, const struct mq_mark *m, const struct mq_group *g,
 	PQclear(rows);
 	if (!settled || m->dry || *refused)
 		return 0;
-	TRY(u, pg_q(q, "cannot update group", "UPDATE grp SET settled = "
-	    "settled + $2, cancelled = cancelled + $2, settled_ts = $3 WHERE "
-	    "id = $1", 3, pg_int(q, g->id), pg_int(q, settled),
-	    pg_int(q, pg_now())));
-	PQclear(u);
-	return 0;
+	return count_settled(q, g->id, settled, 1);
 }
 
 static int

@@ -130,6 +130,10 @@ int	 pg_history(struct pgq *, int64_t grp, int64_t off, int attempt,
 int64_t	 pg_release(struct pgq *, int64_t consumer, int64_t now);
 int	 pg_relock(struct pgq *, int64_t until);
 
+/* mark.c */
+int	 pg_replace_older(struct pgq *, const struct mq_topic *, const char *key,
+	    int64_t off);
+
 /* The operations, as pg.c lists them in its table. */
 int	 pg_topic_get(struct mq *, const char *, struct mq_topic *);
 int	 pg_topic_list(struct mq *, struct mq_topic **);

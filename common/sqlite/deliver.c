@@ -149,6 +149,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 		sqlite3_bind_int64(s, 3, bytes);
 		sqlite3_bind_int64(s, 4, ts);
 		sq_step(q, s, "cannot update topic");
+		if (a->replace && a->key)
+			sq_replace_older(q, &t, a->key, off - 1);
 		sq_touch(q, t.id);
 	}
 	return 0;
