@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 8
+-- version: 9
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -32,7 +32,10 @@ CREATE TABLE topic (
 	gap_below	INTEGER NOT NULL DEFAULT 0,
 	-- since version 6: no group of it is handed anything before this
 	-- time (mq-topic set paused=); NULL: not paused
-	paused_until	INTEGER
+	paused_until	INTEGER,
+	-- since version 9: ms a message sent without --ttl lives; NULL: for
+	-- ever
+	ttl		INTEGER
 );
 
 -- The log.  due is when the message may first be delivered (ts unless it
@@ -44,6 +47,9 @@ CREATE TABLE msg (
 	due		INTEGER NOT NULL,
 	key		TEXT,
 	body		BLOB NOT NULL,
+	-- since version 9: no group hands it out from this time on (it
+	-- lapses); NULL: never
+	expires		INTEGER,
 	PRIMARY KEY (topic, off)
 ) WITHOUT ROWID;
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
@@ -89,6 +95,9 @@ CREATE TABLE grp (
 	timeout		INTEGER,
 	-- since version 8: messages settled by mq-topic cancel
 	cancelled	INTEGER NOT NULL DEFAULT 0,
+	-- since version 9: messages settled because their time to live
+	-- ran out before the group handed them out
+	lapsed		INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 

@@ -22,7 +22,7 @@
 
 static const char *dbpath, *key, *topic, *dedup;
 static int quiet, unescape, delim = '\n', dedup_field, replace;
-static int64_t at = -1, delay = -1, linger;	/* -1: not given */
+static int64_t at = -1, delay = -1, linger, ttl;	/* -1, 0: not given */
 
 struct batch {
 	struct mq_rec	*rec;
@@ -34,7 +34,7 @@ struct batch {
 static const char synopsis[] =
     "usage: mq-send [-0eq] [-d FILE] [-k KEY [--replace]] [--whole]\n"
     "               [--delay DUR | --at TIME] [--dedup ID | --dedup-field N]"
-    "\n               [--linger DUR] TOPIC [MESSAGE ...]\n";
+    "\n               [--linger DUR] [--ttl DUR] TOPIC [MESSAGE ...]\n";
 static const char *const help[] = {
 	"-0, --null",		"read NUL-terminated records, not lines",
 	"--at TIME",		"deliver no earlier than TIME",
@@ -46,6 +46,7 @@ static const char *const help[] = {
 	"--linger DUR",		"let a batch from stdin wait DUR for more",
 	"-q, --quiet",		"print no offsets",
 	"--replace",		"with -k: settle earlier ones of KEY not yet out",
+	"--ttl DUR",		"no group hands it out DUR after it is sent",
 	"--whole",		"read all of stdin as one message",
 	NULL,
 };
@@ -67,7 +68,7 @@ static void
 flush(struct mq *q, struct batch *b)
 {
 	struct mq_append a = { .topic = topic, .key = key, .delay = delay,
-	    .at = at, .replace = replace };	/* a delay counts from the send */
+	    .at = at, .replace = replace, .ttl = ttl };	/* from the send */
 	size_t i;
 
 	if (b->n == 0)
@@ -94,12 +95,8 @@ field_id(const char *p, size_t n)
 	const char *e = p + n, *f;
 	int k;
 
-	for (k = 1; k < dedup_field && p < e; k++) {
-		if (!(f = memchr(p, '\t', e - p)))
-			p = e;
-		else
-			p = f + 1;
-	}
+	for (k = 1; k < dedup_field && p < e; k++)
+		p = (f = memchr(p, '\t', e - p)) ? f + 1 : e;
 	f = p < e ? memchr(p, '\t', e - p) : NULL;
 	if (p >= e || (f ? f : e) == p)
 		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
@@ -208,6 +205,7 @@ main(int argc, char *argv[])
 		{ "dedup", required_argument, NULL, 'u' },
 		{ "dedup-field", required_argument, NULL, 'U' },
 		{ "replace", no_argument, NULL, 'r' },
+		{ "ttl", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -236,6 +234,10 @@ main(int argc, char *argv[])
 		case 'D': delay = mq_duration_arg(optarg, "delay"); break;
 		case 'a': at = mq_time_arg(optarg, "time"); break;
 		case 'L': linger = mq_duration_arg(optarg, "linger"); break;
+		case 't':
+			if ((ttl = mq_duration_arg(optarg, "ttl")) < 1)
+				mq_usage_err("invalid ttl: must be above zero");
+			break;
 		case 'u':
 			if (!*optarg || strlen(optarg) > 1024)
 				mq_usage_err("invalid dedup id: want 1-1024 "

@@ -41,7 +41,7 @@ static const char synopsis[] =
     "--dedup ID TOPIC\n"
     "       mq-topic [-d FILE] backup FILE\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
-    "paused=WHEN|no\n";
+    "paused=WHEN|no\n      ttl=DUR|none\n";
 static const char *const help[] = {
 	"-f, --force",			"delete unsettled; cancel, delay in flight",
 	"--lease DUR",			"group: lease deliveries for DUR (30s)",

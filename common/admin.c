@@ -39,11 +39,12 @@ print_group(const struct mq_lag_row *r)
 		mq_format_duration(g->timeout, tmo + 10, sizeof tmo - 10);
 	}
 	printf("group %s: position %lld, lag %lld, in-flight %lld, "
-	    "retrying %lld, dead %lld, cancelled %lld, consumers %lld; "
+	    "retrying %lld, dead %lld, cancelled %lld, lapsed %lld, "
+	    "consumers %lld; "
 	    "lease %s, max-attempts %d, %s, backoff %s%s%s%s\n", g->name,
 	    (long long)g->pos, (long long)r->s.lag,
 	    (long long)(r->s.inflight + r->s.expired), (long long)r->s.retrying,
-	    (long long)r->s.dead, (long long)g->cancelled,
+	    (long long)r->s.dead, (long long)g->cancelled, (long long)g->lapsed,
 	    (long long)r->s.consumers, lease, g->max_attempts,
 	    g->ordered ? "ordered" : "unordered", g->backoff,
 	    *paused(g->paused_until) ? "; paused " : "",
@@ -82,6 +83,10 @@ mq_topic_show(struct mq *q, const char *name)
 	}
 	mq_format_duration(t->dedup_window, buf, sizeof buf);
 	printf("dedup-window %s\nmax-size %lld\n", buf, (long long)t->max_size);
+	if (t->ttl) {
+		mq_format_duration(t->ttl, buf, sizeof buf);
+		printf("ttl %s\n", buf);
+	}
 	if (*paused(t->paused_until))
 		printf("paused %s\n", paused(t->paused_until));
 	for (i = 0; i < L.n; i++)

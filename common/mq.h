@@ -139,11 +139,13 @@ struct mq_topic {
 	int64_t		retention, dedup_window, max_size;	/* retention<0: none */
 	int64_t		gap_below;	/* offsets from here on have no holes */
 	int64_t		paused_until;	/* 0: not paused */
+	int64_t		ttl;		/* a message's time to live; 0: none */
 };
 struct mq_topic_conf {			/* MQ_KEEP: unchanged */
 	int64_t		retention;	/* -1: none */
 	int64_t		dedup_window, max_size;
 	int64_t		paused_until;	/* 0: resume */
+	int64_t		ttl;		/* 0: none */
 };
 void	 mq_topic_settings(struct mq_topic_conf *, int argc, char **argv);
 int	 mq_topic_get(struct mq *, const char *name, struct mq_topic *);
@@ -166,7 +168,7 @@ struct mq_group {
 	char		name[MQ_NAME_MAX + 1];
 	int64_t		created, pos, lease, settled;
 	int64_t		delivered, failed, deadlettered;	/* counters */
-	int64_t		cancelled;
+	int64_t		cancelled, lapsed;
 	int64_t		settled_ts;	/* when settled last grew; 0: never */
 	int64_t		paused_until;	/* 0: not paused */
 	int64_t		timeout;	/* ms a handler may run; 0: no limit */
@@ -240,6 +242,7 @@ struct mq_append {
 	const char	*topic, *key;
 	int64_t		 delay, at;	/* -1: not given */
 	int		 replace;	/* with key: the newest one wins */
+	int64_t		 ttl;		/* ms; 0: the topic's */
 	size_t		 bad;		/* out, with MQ_E_TOOBIG: which one */
 	int64_t		 max_size;	/* out, with MQ_E_TOOBIG */
 };
@@ -467,6 +470,7 @@ enum {
 	MQ_M_AHEAD,	/* not handed out yet: a row waits until then */
 };
 int	 mq_rule_mark(int op, int state, int ahead, int force);
+int	 mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now);
 
 /*
  * follow.c: the one loop that claims, waits and keeps a consumer's leases

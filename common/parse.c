@@ -375,7 +375,7 @@ mq_topic_settings(struct mq_topic_conf *c, int argc, char **argv)
 	int i;
 
 	c->retention = c->dedup_window = c->max_size = MQ_KEEP;
-	c->paused_until = MQ_KEEP;
+	c->paused_until = c->ttl = MQ_KEEP;
 	for (i = 0; i < argc; i++) {
 		if (!(v = strchr(argv[i], '=')))
 			mq_usage_err("invalid setting '%s': want "
@@ -397,9 +397,15 @@ mq_topic_settings(struct mq_topic_conf *c, int argc, char **argv)
 		} else if (!strcmp(key, "paused")) {
 			c->paused_until = !strcmp(v, "no") ? 0 :
 			    mq_pause_arg(v);
+		} else if (!strcmp(key, "ttl")) {
+			if (strcmp(v, "none") && (c->ttl = mq_duration_arg(v,
+			    "ttl")) < 1)
+				mq_usage_err("invalid ttl: must be above zero");
+			if (!strcmp(v, "none"))
+				c->ttl = 0;
 		} else {
 			mq_usage_err("unknown setting '%s': want retention, "
-			    "dedup-window, max-size or paused", key);
+			    "dedup-window, max-size, paused or ttl", key);
 		}
 	}
 }

@@ -14,6 +14,9 @@
  *   due before it was sent.
  * - A group moved before the oldest message stored goes on from it, and
  *   one moved past the end waits at the end.
+ * - A message whose time to live ran out before a group delivered it
+ *   lapses for that group: it is settled, never delivered; one delivered
+ *   once (a retry, a lease) goes on as any other.
  * - A cancel settles what a group has not settled, but a message in
  *   flight only with force (its receipt goes stale); a reschedule moves
  *   what waits (not handed out yet, or waiting for a retry), a message in
@@ -137,4 +140,15 @@ mq_rule_mark(int op, int state, int ahead, int force)
 	if (state == MQ_DEAD)
 		return MQ_M_REFUSE;
 	return state < 0 ? MQ_M_AHEAD : MQ_M_DUE;
+}
+
+/*
+ * Whether a message lapses instead of going out: its row's state (-1:
+ * none yet) and attempts, and when it expires (0: never).
+ */
+int
+mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now)
+{
+	return expires && expires <= now && attempt == 0 &&
+	    state != MQ_LEASED;
 }

@@ -100,10 +100,11 @@ _mq() {
 
 	case $cmd in
 	mq-send)
-		argopts='-d --db -k --key --delay --at --linger --dedup --dedup-field'
+		argopts='-d --db -k --key --delay --at --linger --dedup --dedup-field
+		    --ttl'
 		opts='-0 -d -e -h -k -q -V --null --db --escapes --help --key
 		    --quiet --version --whole --delay --at --linger --dedup
-		    --dedup-field --replace' ;;
+		    --dedup-field --replace --ttl' ;;
 	mq-recv)
 		argopts='-d --db -g --group -j --jobs -n --count -w --wait --lease
 		    --format --from --timeout --max-time'
@@ -266,7 +267,7 @@ _mq() {
 				_mq_reply 'none'
 			elif [[ $cur != *=* && ${COMP_WORDS[COMP_CWORD]} != = &&
 			    ${COMP_WORDS[COMP_CWORD-1]} != = ]]; then
-				_mq_reply 'retention= dedup-window= max-size= paused='
+				_mq_reply 'retention= dedup-window= max-size= paused= ttl='
 				compopt -o nospace 2>/dev/null
 			fi ;;
 		esac

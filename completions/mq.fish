@@ -98,6 +98,7 @@ complete -c mq-send -s e -l escapes -d 'decode C escapes in each message'
 complete -c mq-send -s k -l key -x -d 'give the messages KEY'
 complete -c mq-send -s q -l quiet -d 'print no offsets'
 complete -c mq-send -l replace -d 'with -k: settle earlier ones of KEY not yet out'
+complete -c mq-send -l ttl -x -d 'no group hands it out DUR after it is sent'
 complete -c mq-send -l whole -d 'read all of stdin as one message'
 complete -c mq-send -l delay -x -d 'deliver no earlier than DUR from now'
 complete -c mq-send -l at -x -a "$times" -d 'deliver no earlier than TIME'
@@ -208,7 +209,7 @@ complete -c mq-topic -n $sub -a backup -d 'copy the database to a new file'
 set -l is "__fish_seen_subcommand_from"
 complete -c mq-topic -n "$is show set delete group group-delete cancel delay; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
 complete -c mq-topic -n "$is group group-delete; and __mq_nop 2 $a" -a "(__mq_groups (__mq_operands $a)[2])" -d group
-complete -c mq-topic -n "$is create set; and not __mq_nop 1 $a" -a 'retention= dedup-window= max-size= paused=' -d setting
+complete -c mq-topic -n "$is create set; and not __mq_nop 1 $a" -a 'retention= dedup-window= max-size= paused= ttl=' -d setting
 complete -c mq-topic -s f -l force -d 'delete even what groups have not settled'
 complete -c mq-topic -n "$is group" -l lease -x -d 'lease deliveries for DUR (30s)'
 complete -c mq-topic -n "$is group" -l max-attempts -x -d 'dead letter after N deliveries'

@@ -590,7 +590,8 @@ check_topic_group() {
 	local g2
 
 	g2="group g2: position 1, lag 1, in-flight 0, retrying 0, dead 0,"
-	g2+=" consumers 0; lease 5s, max-attempts 3, unordered, backoff"
+	g2+=" cancelled 0, lapsed 0, consumers 0; lease 5s, max-attempts 3,"
+	g2+=" unordered, backoff"
 	show_t
 	case $SHOW in
 	*"$g2"*) [ "$1" = 0 ] || : >applied ;;

@@ -46,7 +46,7 @@ t/h: cancelled 4"
 	assert_line --regexp '^group g: settled$'
 	assert_line --regexp 'attempt 0  cancelled  .*by '"$(id -un)"'$'
 	run -0 mq-topic show t
-	assert_line --regexp '^group g: .*dead 0, cancelled 2, consumers 0;'
+	assert_line --regexp '^group g: .*dead 0, cancelled 2, lapsed 0, consumers 0;'
 	mq-lag --prometheus t | grep -qx 'mq_group_cancelled_total{topic="t",group="g"} 2'
 }
 
@@ -323,4 +323,53 @@ t/g: cancelled 5"
 	assert_equal "$(bodies g)" c
 	run --separate-stderr -64 mq-send --replace t m
 	[[ $stderr == *"needs -k"* ]] || fail "$stderr"
+}
+
+@test "ttl: a message a group has not handed out before its time to live lapses for it, counted and traced; one handed out goes on" {
+	mq-topic group t g >/dev/null
+	mq-topic group t h --ordered >/dev/null
+	start=$(now_ms)
+	mq-send -q -k a --ttl 2s t a1		# to be handed out in time, in g
+	mq-send -q -k a --ttl 300ms t a2	# lapses; in h behind a1
+	mq-send -q --ttl 1h --delay 1s t later	# delayed, lives
+	mq-send -q --ttl 500ms --delay 1h t never
+	r=$(mq-recv -g g --format '%r' t)
+	r2=$(mq-recv -g h --format '%r' t)
+	in_time $((start + 1500)) "a1 handed out inside its 2s"
+	mq-ack --fail --delay 0 "$r"		# g: a1 waits for a retry
+	mq-ack "$r2"
+	sleep 2.1				# past every short ttl
+	run -0 mq-recv -A -n 0 -g g --format '%b %a\n' t
+	assert_output "a1 2
+later 1"
+	run -0 mq-recv -A -n 0 -g h --format '%b' t
+	assert_output later
+	lagj g '.lag == 0 and .delayed == 0 and .lapsed_total == 2 and .settled_total == 4'
+	lagj h '.lag == 0 and .lapsed_total == 2 and .settled_total == 4'
+	run -0 mq-replay --trace 2 t
+	assert_line --regexp 'attempt 0  lapsed  .*time to live ran out$'
+	mq-lag --prometheus t | grep -qx 'mq_group_lapsed_total{topic="t",group="g"} 2'
+}
+
+@test "ttl: the topic's default, --ttl over it, none; bad ones are 64 and change nothing" {
+	mq-topic create t ttl=300ms
+	run -0 mq-topic show t
+	assert_line 'ttl 300ms'
+	mq-topic group t g >/dev/null
+	mq-send -q t short
+	mq-send -q --ttl 1h t long
+	mq-topic set t ttl=none
+	run -0 mq-topic show t
+	refute_line --partial 'ttl '
+	mq-send -q t forever
+	sleep 0.5
+	assert_equal "$(bodies g)" "$(printf 'long\nforever')"
+	before=$(db_state)
+	for bad in "mq-send --ttl 0 t x" "mq-send --ttl x t x" "mq-topic set t ttl=0" \
+	    "mq-topic set t ttl=soon"; do
+		# shellcheck disable=SC2086 # a command line to split
+		run --separate-stderr -64 $bad
+		[[ $stderr == *ttl* ]] || fail "$bad: $stderr"
+	done
+	assert_equal "$(db_state)" "$before"
 }

@@ -47,7 +47,7 @@ dump() {
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n5'
+	assert_output $'mq\n6'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -66,11 +66,14 @@ dump() {
 	[ -n "$acked" ]
 	mq-topic group t h >/dev/null
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
-	# grp.timeout, no grp.cancelled
+	# grp.timeout, no grp.cancelled, no time to live
 	sql "ALTER TABLE grp DROP COLUMN settled_ts;
 	    ALTER TABLE grp DROP COLUMN paused_until;
 	    ALTER TABLE grp DROP COLUMN timeout;
 	    ALTER TABLE grp DROP COLUMN cancelled;
+	    ALTER TABLE grp DROP COLUMN lapsed;
+	    ALTER TABLE topic DROP COLUMN ttl;
+	    ALTER TABLE msg DROP COLUMN expires;
 	    ALTER TABLE topic DROP COLUMN paused_until;
 	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
 	run -0 mq-lag --json t
@@ -79,8 +82,8 @@ dump() {
 	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
 	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
 	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
-	assert_output 5
-	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0'
+	assert_output 6
+	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
 	# and kept from then on
 	run -0 mq-recv -A -g h t

@@ -140,7 +140,7 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			PQclear(r);
 		}
 	}
-	/* the rows, up to 1000 a statement: ($1..$4 shared, then off, body) */
+	/* the rows, up to 1000 a statement: ($1..$5 shared, then off, body) */
 	for (i = 0; i < n; i += rows) {
 		rows = n - i < 1000 ? n - i : 1000;
 		free(sql);
@@ -148,23 +148,25 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		free(len);
 		free(fmt);
 		sql = mq_alloc(80 + rows * 48);
-		v = mq_array(NULL, 4 + 2 * rows, sizeof *v);
-		len = mq_array(NULL, 4 + 2 * rows, sizeof *len);
-		fmt = mq_array(NULL, 4 + 2 * rows, sizeof *fmt);
+		v = mq_array(NULL, 5 + 2 * rows, sizeof *v);
+		len = mq_array(NULL, 5 + 2 * rows, sizeof *len);
+		fmt = mq_array(NULL, 5 + 2 * rows, sizeof *fmt);
 		v[0] = pg_int(q, t.id);
 		v[1] = pg_int(q, ts);
 		v[2] = pg_int(q, due);
 		v[3] = a->key;
-		for (k = 0; k < 4; k++)
+		v[4] = a->ttl || t.ttl ? pg_int(q, ts + (a->ttl ? a->ttl :
+		    t.ttl)) : NULL;
+		for (k = 0; k < 5; k++)
 			len[k] = fmt[k] = 0;
 		end = stpcpy(sql, "INSERT INTO msg (topic, off, ts, due, key, "
-		    "body) VALUES ");
-		nv = 4;
+		    "expires, body) VALUES ");
+		nv = 5;
 		done = 0;
 		for (j = i; j < i + rows; j++) {
 			if (out[j].dup)
 				continue;
-			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$%d)",
+			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$5,$%d)",
 			    done++ ? "," : "", nv + 1, nv + 2);	/* < 48 */
 			/* not pg_int(): its 16 buffers would wrap onto v[0..2] */
 			snprintf(num, sizeof num, "%lld", (long long)out[j].off);
@@ -179,7 +181,7 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		if (done) {
 			r = pg_run(q, sql, nv, v, len, fmt,
 			    "cannot store message");
-			for (k = 4; k < (size_t)nv; k += 2)
+			for (k = 5; k < (size_t)nv; k += 2)
 				free((char *)v[k]);
 			if (!r) {
 				free(sql);
@@ -261,8 +263,8 @@ static int
 append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
     size_t n, struct mq_sent *out)
 {
-	const char *v[9];
-	int len[9] = { 0 }, fmt[9] = { 0 };
+	const char *v[10];
+	int len[10] = { 0 }, fmt[10] = { 0 };
 	char *bodies, chan[64];
 	int64_t now = pg_now(), bytes = 0, big = 0, first;
 	PGresult *r;
@@ -292,15 +294,17 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    a->at >= 0 ? pg_int(q, a->at) : NULL;
 	v[7] = a->key;
 	v[8] = chan;
+	v[9] = a->ttl ? pg_int(q, a->ttl) : NULL;
 	r = pg_run_flush(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
 	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
 	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
-	    "next_off - $3 AS first, last_ts AS ts), i AS (INSERT INTO msg "
-	    "(topic, off, ts, due, key, body) SELECT t.id, t.first + u.o - 1, "
-	    "t.ts, greatest(t.ts, $7::bigint), $8, u.b FROM t, "
-	    "unnest($2::bytea[]) WITH ORDINALITY AS u(b, o)) SELECT first, "
-	    "pg_notify($9 || id, ''), set_config('synchronous_commit', "
-	    "'off', true) FROM t", 9, v, len, fmt, "cannot store messages");
+	    "next_off - $3 AS first, last_ts AS ts, ttl), i AS (INSERT INTO "
+	    "msg (topic, off, ts, due, key, body, expires) SELECT t.id, "
+	    "t.first + u.o - 1, t.ts, greatest(t.ts, $7::bigint), $8, u.b, "
+	    "t.ts + coalesce($10::bigint, t.ttl) FROM t, unnest($2::bytea[]) "
+	    "WITH ORDINALITY AS u(b, o)) SELECT first, pg_notify($9 || id, "
+	    "''), set_config('synchronous_commit', 'off', true) FROM t", 10,
+	    v, len, fmt, "cannot store messages");
 	free(bodies);
 	if (!r)
 		return PG_RETRY;
@@ -362,6 +366,7 @@ struct claimer {
 	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
 	struct pg_arr		 a_off, a_att;			/* auto-acked */
+	struct pg_arr		 x_off;				/* lapsed */
 };
 
 static void
@@ -377,6 +382,7 @@ free_arrays(struct claimer *k)
 	pg_arr_free(&k->h_key);
 	pg_arr_free(&k->a_off);
 	pg_arr_free(&k->a_att);
+	pg_arr_free(&k->x_off);
 }
 
 /* The group's delivery row of off goes (write_claim). */
@@ -388,6 +394,16 @@ drop_row(struct claimer *k, int64_t off)
 	pg_arr_int(&k->l_exp, 0);
 	pg_arr_int(&k->l_tok, 0);
 	pg_arr_str(&k->l_key, NULL);
+}
+
+/* Its time to live ran out before the group handed it out: settled. */
+static void
+lapse(struct claimer *k, int64_t off, int row)
+{
+	if (row)
+		drop_row(k, off);
+	pg_arr_int(&k->x_off, off);
+	k->settled++;
 }
 
 /* Hands m out (attempt already counted), or drops a purged one. */
@@ -440,14 +456,16 @@ claim_due(struct claimer *k, int64_t lo)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.expires "
+	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
 	    "AND d.off < $6 ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d "
 	    "SKIP LOCKED";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.expires "
+	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
 	    "AND d.off < $6 AND (d.key IS "
@@ -471,6 +489,12 @@ claim_due(struct claimer *k, int64_t lo)
 		attempt = (int)pg_get(r, i, 2);
 		expired = (int)pg_get(r, i, 3);
 		pg_msg_row(r, i, 8, &m);
+		if (m.body && mq_rule_lapsed((int)pg_get(r, i, 1), attempt,
+		    pg_get(r, i, 13), k->now)) {
+			lapse(k, m.off, 1);
+			mq_msg_free(&m);
+			continue;
+		}
 		if (pg_get(r, i, 1) == MQ_LEASED) {
 			expired++;
 			pg_copy(r, i, 6, host, sizeof host);
@@ -537,8 +561,8 @@ claim_new(struct claimer *k)
 		   every offset under it is committed, the group's row being
 		   ours */
 		if (!(r = pg_qc(q, "cannot read messages", "SELECT m.off, "
-		    "m.ts, m.due, m.key, m.body, d.state, d.due FROM msg m "
-		    "LEFT JOIN "
+		    "m.ts, m.due, m.key, m.body, d.state, d.due, m.expires FROM "
+		    "msg m LEFT JOIN "
 		    "delivery d ON d.grp = $4 AND d.off = m.off WHERE "
 		    "m.topic = $1 AND m.off >= $2 AND m.off < (SELECT next_off "
 		    "FROM topic WHERE id = $1) ORDER BY m.off LIMIT $3", 4,
@@ -573,6 +597,11 @@ claim_new(struct claimer *k)
 				/* a due one goes next, before what follows */
 				k->passed = pg_get(r, i, 5) == MQ_WAITING &&
 				    pg_get(r, i, 6) <= k->now;
+				mq_msg_free(&m);
+				continue;
+			}
+			if (mq_rule_lapsed(-1, 0, pg_get(r, i, 7), k->now)) {
+				lapse(k, m.off, 0);
 				mq_msg_free(&m);
 				continue;
 			}
@@ -622,6 +651,20 @@ write_claim(struct claimer *k)
 {
 	struct pgq *q = k->q;
 	PGresult *r;
+
+	if (k->x_off.n) {
+		/* lapsed: their history, their count (settled goes below) */
+		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE "
+		    "grp SET lapsed = lapsed + $3 WHERE id = $1) INSERT INTO "
+		    "history (grp, off, ts, n, attempt, event, host, pid, "
+		    "reason) SELECT $1, o, $4, $5, 0, 'lapsed', $6, $7, 'its "
+		    "time to live ran out' FROM unnest($2::bigint[]) AS o", 7,
+		    pg_int(q, k->g.id), pg_arr_end(&k->x_off),
+		    pg_int(q, k->x_off.n), pg_int(q, k->now),
+		    pg_int(q, mq_history_n()), mq_hostname(),
+		    pg_int(q, mq_pid())));
+		PQclear(r);
+	}
 
 	if (k->l_off.n) {
 		/* leases (new rows or due ones), and due rows auto-acked */

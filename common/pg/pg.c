@@ -640,6 +640,10 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN timeout bigint",
 	/* 4 -> 5: mq-topic cancel */
 	"ALTER TABLE grp ADD COLUMN cancelled bigint NOT NULL DEFAULT 0",
+	/* 5 -> 6: a time to live */
+	"ALTER TABLE topic ADD COLUMN ttl bigint; "
+	"ALTER TABLE msg ADD COLUMN expires bigint; "
+	"ALTER TABLE grp ADD COLUMN lapsed bigint NOT NULL DEFAULT 0",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 5
+-- version: 6
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -28,7 +28,8 @@ CREATE TABLE topic (
 	dedup_window	bigint NOT NULL DEFAULT 86400000,
 	max_size	bigint NOT NULL DEFAULT 1048576,
 	gap_below	bigint NOT NULL DEFAULT 0,
-	paused_until	bigint			-- since version 3
+	paused_until	bigint,			-- since version 3
+	ttl		bigint			-- since version 6
 );
 
 CREATE TABLE msg (
@@ -38,6 +39,7 @@ CREATE TABLE msg (
 	due		bigint NOT NULL,
 	key		text,
 	body		bytea NOT NULL,
+	expires		bigint,			-- since version 6
 	PRIMARY KEY (topic, off)
 );
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
@@ -72,6 +74,7 @@ CREATE TABLE grp (
 	paused_until	bigint,			-- since version 3
 	timeout		bigint,			-- since version 4
 	cancelled	bigint NOT NULL DEFAULT 0,	-- since version 5
+	lapsed		bigint NOT NULL DEFAULT 0,	-- since version 6
 	UNIQUE (topic, name)
 );
 

@@ -14,8 +14,8 @@
 
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
 	"coalesce(retention, -1), dedup_window, max_size, gap_below, " \
-	"paused_until"
-#define TOPIC_NCOLS 12
+	"paused_until, ttl"
+#define TOPIC_NCOLS 13
 
 static void
 topic_cols(PGresult *r, int i, struct mq_topic *t)
@@ -32,6 +32,7 @@ topic_cols(PGresult *r, int i, struct mq_topic *t)
 	t->max_size = pg_get(r, i, 9);
 	t->gap_below = pg_get(r, i, 10);
 	t->paused_until = pg_get(r, i, 11);	/* NULL: 0 */
+	t->ttl = pg_get(r, i, 12);		/* NULL: 0 */
 }
 
 /* 1 found, 0 not, PG_RETRY; with lock, the row stays locked to commit. */
@@ -75,9 +76,9 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout, cancelled"
+	"settled_ts, paused_until, timeout, cancelled, lapsed"
 
-#define GROUP_NCOLS 17
+#define GROUP_NCOLS 18
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -100,6 +101,7 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->paused_until = pg_get(r, i, c + 14);	/* NULL: 0 */
 	g->timeout = pg_get(r, i, c + 15);	/* NULL: 0 */
 	g->cancelled = pg_get(r, i, c + 16);
+	g->lapsed = pg_get(r, i, c + 17);
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -245,6 +247,12 @@ topic_set(struct pgq *q, int64_t id, const struct mq_topic_conf *c)
 		TRY(r, pg_q(q, "cannot update topic", "UPDATE topic SET "
 		    "max_size = $2 WHERE id = $1", 2, pg_int(q, id),
 		    pg_int(q, c->max_size)));
+		PQclear(r);
+	}
+	if (c->ttl != MQ_KEEP) {
+		TRY(r, pg_q(q, "cannot update topic", "UPDATE topic SET "
+		    "ttl = $2 WHERE id = $1", 2, pg_int(q, id),
+		    c->ttl ? pg_int(q, c->ttl) : NULL));
 		PQclear(r);
 	}
 	if (c->paused_until != MQ_KEEP) {

@@ -176,7 +176,8 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 	int i;
 
 	if (q->sync != SQ_GROUP || !q->shm_rw || q->queued || r->dedup ||
-	    a->delay >= 0 || a->at >= 0 || a->replace || r->len > COMB_BODY ||
+	    a->delay >= 0 || a->at >= 0 || a->replace || a->ttl ||
+	    r->len > COMB_BODY ||
 	    klen > COMB_KEY || (tlen = strlen(a->topic)) > MQ_NAME_MAX)
 		return 0;
 	if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {

@@ -96,10 +96,11 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 {
 	struct mq_topic t;
 	sqlite3_stmt *s;
-	int64_t now, ts, due, off, bytes = 0, stored = 0;
+	int64_t now, ts, due, off, bytes = 0, stored = 0, ttl;
 	size_t i;
 
 	sq_topic_ensure(q, a->topic, &t);
+	ttl = a->ttl ? a->ttl : t.ttl;		/* 0: for ever */
 	for (i = 0; i < n; i++)
 		if (r[i].len > (size_t)t.max_size) {
 			a->bad = i;
@@ -125,8 +126,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 			sqlite3_bind_int64(s, 4, now);
 			sq_step(q, s, "cannot store dedup id");
 		}
-		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body) "
-		    "VALUES (?, ?, ?, ?, ?, ?)");
+		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body, "
+		    "expires) VALUES (?, ?, ?, ?, ?, ?, ?)");
 		sqlite3_bind_int64(s, 1, t.id);
 		sqlite3_bind_int64(s, 2, off);
 		sqlite3_bind_int64(s, 3, ts);
@@ -135,6 +136,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 			sqlite3_bind_text(s, 5, a->key, -1, SQLITE_STATIC);
 		sqlite3_bind_blob64(s, 6, r[i].len ? r[i].body : "", r[i].len,
 		    SQLITE_STATIC);
+		if (ttl)
+			sqlite3_bind_int64(s, 7, ts + ttl);
 		sq_step(q, s, "cannot store message");
 		out[i].off = off++;
 		stored++;
@@ -188,7 +191,7 @@ struct claimer {
 	struct mq_topic		 t;
 	struct mq_group		 g;
 	int64_t			 now, lease, pos;
-	int64_t			 delivered, settled, dead;
+	int64_t			 delivered, settled, dead, lapsed;
 	struct sq_by		 me;	/* delivering now: this process */
 	struct mq_msg		*out;
 	int			 n, max, changed;
@@ -198,7 +201,7 @@ struct claimer {
 
 /* A row of a delivery that is due, or of a new message. */
 struct due {
-	int64_t		off, due;
+	int64_t		off, due, expires;	/* expires 0: never */
 	int		state, attempt, expired;	/* state -1: new */
 	char		*key;
 	struct sq_by	by;		/* who delivered it (a lease) */
@@ -319,16 +322,16 @@ due_rows(struct claimer *k, struct due *d, int max)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
-	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
-	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND d.off < ?5 "
-	    "ORDER BY d.due, d.off LIMIT ?3";
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid, "
+	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
+	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
+	    "AND d.off < ?5 ORDER BY d.due, d.off LIMIT ?3";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid "
-	    "FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND m.off = d.off "
-	    "WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 AND d.off < ?5 "
-	    "AND (d.key IS "
+	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid, "
+	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
+	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
+	    "AND d.off < ?5 AND (d.key IS "
 	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
 	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
 	    "ORDER BY d.due, d.off LIMIT ?3";
@@ -349,10 +352,31 @@ due_rows(struct claimer *k, struct due *d, int max)
 		d[n].key = sq_text(s, 4);
 		msg_cols(s, 5, &d[n].m);
 		by_cols(s, 10, &d[n].by);
+		d[n].expires = sqlite3_column_int64(s, 13);
 		n++;
 	}
 	sqlite3_reset(s);
 	return n;
+}
+
+/* Its time to live ran out before the group handed it out: settled. */
+static void
+lapse(struct claimer *k, struct due *d)
+{
+	sqlite3_stmt *s;
+
+	if (d->state >= 0) {
+		s = sq_stmt(k->q, "DELETE FROM delivery WHERE grp = ? AND "
+		    "off = ?");
+		sqlite3_bind_int64(s, 1, k->g.id);
+		sqlite3_bind_int64(s, 2, d->off);
+		sq_step(k->q, s, "cannot delete delivery");
+	}
+	k->settled++;
+	k->lapsed++;
+	k->changed = 1;
+	sq_history(k->q, k->g.id, d->off, 0, "lapsed", "its time to live ran "
+	    "out", NULL);
 }
 
 /*
@@ -371,6 +395,11 @@ claim_due(struct claimer *k)
 	do {
 		n = due_rows(k, d, k->max - k->n);
 		for (i = 0; i < n; i++) {
+			if (mq_rule_lapsed(d[i].state, d[i].attempt,
+			    d[i].expires, k->now)) {
+				lapse(k, &d[i]);
+				continue;
+			}
 			if (d[i].state == MQ_LEASED) {
 				d[i].expired++;
 				k->changed = 1;
@@ -443,11 +472,11 @@ static void
 claim_new(struct claimer *k)
 {
 	static const char plain[] = "SELECT off, ts, due, key, body, NULL, "
-	    "NULL FROM msg WHERE topic = ?1 AND off >= ?2 AND off < ?3 ORDER "
-	    "BY off LIMIT ?4";
+	    "NULL, expires FROM msg WHERE topic = ?1 AND off >= ?2 AND "
+	    "off < ?3 ORDER BY off LIMIT ?4";
 	static const char marked[] = "SELECT m.off, m.ts, m.due, m.key, "
-	    "m.body, d.state, d.due FROM msg m LEFT JOIN delivery d ON "
-	    "d.grp = ?5 "
+	    "m.body, d.state, d.due, m.expires FROM msg m LEFT JOIN delivery "
+	    "d ON d.grp = ?5 "
 	    "AND d.off = m.off WHERE m.topic = ?1 AND m.off >= ?2 AND "
 	    "m.off < ?3 ORDER BY m.off LIMIT ?4";
 	struct due *d = mq_array(NULL, 256, sizeof *d);
@@ -473,6 +502,7 @@ claim_new(struct claimer *k)
 			d[n].state = sqlite3_column_type(s, 5) == SQLITE_NULL ?
 			    -1 : sqlite3_column_int(s, 5);
 			d[n].due = sqlite3_column_int64(s, 6);
+			d[n].expires = sqlite3_column_int64(s, 7);
 			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
 		}
 		sqlite3_reset(s);
@@ -494,6 +524,10 @@ claim_new(struct claimer *k)
 			    d[i].due <= k->now;
 			if (d[i].state >= 0)
 				continue;
+			if (mq_rule_lapsed(-1, 0, d[i].expires, k->now)) {
+				lapse(k, &d[i]);
+				continue;
+			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
 			    key_busy(k, d[i].key, d[i].off)))
 				hold(k, &d[i]);
@@ -614,14 +648,16 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	s = sq_stmt(q, "UPDATE grp SET pos = max(pos, ?2), "
 	    "delivered = delivered + ?3, settled = settled + ?4, "
-	    "deadlettered = deadlettered + ?5, settled_ts = CASE WHEN ?4 > 0 "
-	    "THEN ?6 ELSE settled_ts END WHERE id = ?1");
+	    "deadlettered = deadlettered + ?5, lapsed = lapsed + ?7, "
+	    "settled_ts = CASE WHEN ?4 > 0 THEN ?6 ELSE settled_ts END "
+	    "WHERE id = ?1");
 	sqlite3_bind_int64(s, 1, k.g.id);
 	sqlite3_bind_int64(s, 2, k.pos);
 	sqlite3_bind_int64(s, 3, k.delivered);
 	sqlite3_bind_int64(s, 4, k.settled);
 	sqlite3_bind_int64(s, 5, k.dead);
 	sqlite3_bind_int64(s, 6, k.now);
+	sqlite3_bind_int64(s, 7, k.lapsed);
 	sq_step(q, s, "cannot update group");
 	sq_commit(q, c->autoack ? SQ_DURABLE : SQ_SEEN);
 	return k.n;

@@ -90,6 +90,10 @@ static const char *migrations[] = {
 	"ALTER TABLE grp ADD COLUMN timeout INTEGER;",
 	/* 7 -> 8: mq-topic cancel */
 	"ALTER TABLE grp ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;",
+	/* 8 -> 9: a time to live */
+	"ALTER TABLE topic ADD COLUMN ttl INTEGER;"
+	"ALTER TABLE msg ADD COLUMN expires INTEGER;"
+	"ALTER TABLE grp ADD COLUMN lapsed INTEGER NOT NULL DEFAULT 0;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

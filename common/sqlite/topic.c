@@ -16,7 +16,7 @@
 
 #define TOPIC_COLS "id, name, created, next_off, last_ts, msgs, bytes, " \
 	"coalesce(retention, -1), dedup_window, max_size, gap_below, " \
-	"paused_until"
+	"paused_until, ttl"
 
 static void
 topic_cols(sqlite3_stmt *s, struct mq_topic *t)
@@ -33,6 +33,7 @@ topic_cols(sqlite3_stmt *s, struct mq_topic *t)
 	t->max_size = sqlite3_column_int64(s, 9);
 	t->gap_below = sqlite3_column_int64(s, 10);
 	t->paused_until = sqlite3_column_int64(s, 11);	/* NULL: 0 */
+	t->ttl = sqlite3_column_int64(s, 12);		/* NULL: 0 */
 }
 
 int
@@ -67,7 +68,7 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout, cancelled"
+	"settled_ts, paused_until, timeout, cancelled, lapsed"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -89,6 +90,7 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->paused_until = sqlite3_column_int64(s, 14);	/* NULL: 0 */
 	g->timeout = sqlite3_column_int64(s, 15);	/* NULL: 0 */
 	g->cancelled = sqlite3_column_int64(s, 16);
+	g->lapsed = sqlite3_column_int64(s, 17);
 }
 
 int
@@ -237,6 +239,9 @@ topic_set(struct sq *q, int64_t id, const struct mq_topic_conf *c)
 		sqlite3_bind_int64(s, 2, c->max_size);
 		sq_step(q, s, "cannot update topic");
 	}
+	if (c->ttl != MQ_KEEP)
+		set_or_null(q, "UPDATE topic SET ttl = ?2 WHERE id = ?1", id,
+		    c->ttl, "cannot update topic");
 	if (c->paused_until != MQ_KEEP) {
 		set_or_null(q, "UPDATE topic SET paused_until = ?2 "
 		    "WHERE id = ?1", id, c->paused_until, "cannot update topic");
