@@ -127,7 +127,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 				status = -1;
 				break;
 			}
-			if (k == want || (k && f->busy))
+			if (k == want || (k && f->busy) || next_due == 0)
 				continue;	/* more may be there; handlers
 						   just started count as running */
 		}

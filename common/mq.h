@@ -264,6 +264,11 @@ struct mq_claim {
 					   claim was full): skip the read that
 					   looks for nothing first */
 };
+/*
+ * *next_due: when something may be due next (INT64_MAX: nothing known);
+ * 0: the claim stopped looking before it found max or the end (a long run
+ * of lapsed or cancelled messages): claim again at once.
+ */
 int	 mq_claim(struct mq *, const struct mq_claim *, struct mq_msg *out,
 	    int max, int64_t *next_due);
 

@@ -373,3 +373,39 @@ later 1"
 	done
 	assert_equal "$(db_state)" "$before"
 }
+
+@test "ttl: held rows lapse too, and free their key; a long run of lapsed messages does not hide the next live one" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k a t a1
+	r=$(mq-recv -g g --format '%r' t)		# a1 in flight
+	mq-send -q -k a --ttl 300ms t a2 a3 a4	# held behind a1
+	mq-send -q -k a t a5
+	mq-send -q --delay 1s --ttl 300ms t d1	# held: delayed
+	mq-send -q --delay 1s t d2
+	run -1 mq-recv -g g t				# makes the held rows
+	assert_equal "$(sql 'SELECT count(*) FROM delivery WHERE state = 0')" 6
+	sleep 1.2
+	mq-ack "$r"
+	run -0 mq-recv -A -n 0 -g g --format '%b\n' t
+	assert_equal "$(sort <<<"$output")" "$(printf 'a5\nd2')"
+	lagj g '.lag == 0 and .lapsed_total == 4'
+	seq 5000 | mq-send -q --ttl 100ms t
+	mq-send -q t live
+	sleep 0.3
+	run -0 mq-recv -g g --format '%b' t
+	assert_output live
+	lagj g '.lapsed_total == 5004'
+}
+
+@test "send --replace settles held rows below the position too, not what is in flight" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k x t x1 x2 x3
+	r=$(mq-recv -g g --format '%r' t)		# x1 in flight
+	run -1 mq-recv -g g t				# x2, x3 held behind it
+	assert_equal "$(sql 'SELECT count(*) FROM delivery WHERE state = 0')" 2
+	mq-send -q -k x --replace t x4
+	mq-ack "$r"
+	assert_equal "$(bodies g)" x4
+	lagj g '.lag == 0 and .settled_total == 4'
+	assert_equal "$(sql 'SELECT count(*) FROM delivery')" 0
+}

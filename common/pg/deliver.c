@@ -362,6 +362,9 @@ struct claimer {
 	int			 n, max;
 	int			 passed;	/* claim_new passed a due row */
 	int			 seen;		/* messages claim_new looked at */
+	int			 gone;		/* due rows dead or lapsed */
+	int64_t			*done;		/* due rows handed out */
+	int			 ndone;
 	/* the deliveries to write, as arrays */
 	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
@@ -383,6 +386,9 @@ free_arrays(struct claimer *k)
 	pg_arr_free(&k->a_off);
 	pg_arr_free(&k->a_att);
 	pg_arr_free(&k->x_off);
+	free(k->done);
+	k->done = NULL;
+	k->ndone = 0;
 }
 
 /* The group's delivery row of off goes (write_claim). */
@@ -398,10 +404,8 @@ drop_row(struct claimer *k, int64_t off)
 
 /* Its time to live ran out before the group handed it out: settled. */
 static void
-lapse(struct claimer *k, int64_t off, int row)
+lapse(struct claimer *k, int64_t off)
 {
-	if (row)
-		drop_row(k, off);
 	pg_arr_int(&k->x_off, off);
 	k->settled++;
 }
@@ -460,30 +464,37 @@ claim_due(struct claimer *k, int64_t lo)
 	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
-	    "AND d.off < $6 ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d "
-	    "SKIP LOCKED";
+	    "AND d.off < $6 AND d.off <> ALL($7::bigint[]) ORDER BY d.due, "
+	    "d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
 	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.expires "
 	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
-	    "AND d.off < $6 AND (d.key IS "
+	    "AND d.off < $6 AND d.off <> ALL($7::bigint[]) AND (d.key IS "
 	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = $1 "
 	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
 	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
 	struct pgq *q = k->q;
 	struct mq_verdict v;
-	struct pg_arr d_off = { 0 }, d_exp = { 0 }, d_rsn = { 0 };
+	struct pg_arr d_off = { 0 }, d_exp = { 0 }, d_rsn = { 0 }, x = { 0 };
+	struct pg_arr done = { 0 };
 	struct mq_msg m;
 	PGresult *r;
 	char host[256];
 	int i, n, attempt, expired;
 
-	TRY(r, pg_qc(q, "cannot read deliveries", k->g.ordered ? ordered :
-	    plain, 6, pg_int(q, k->g.id), pg_int(q, k->now),
-	    pg_int(q, k->max - k->n), pg_int(q, k->t.id), pg_int(q, lo),
-	    pg_int(q, k->pos)));
+	/* not those an earlier round handed out: not leased yet */
+	for (i = 0; i < k->ndone; i++)
+		pg_arr_int(&done, k->done[i]);
+	r = pg_qc(q, "cannot read deliveries", k->g.ordered ? ordered : plain,
+	    7, pg_int(q, k->g.id), pg_int(q, k->now), pg_int(q, k->max - k->n),
+	    pg_int(q, k->t.id), pg_int(q, lo), pg_int(q, k->pos),
+	    pg_arr_end(&done));
+	pg_arr_free(&done);
+	if (!r)
+		return PG_RETRY;
 	n = PQntuples(r);
 	for (i = 0; i < n; i++) {
 		attempt = (int)pg_get(r, i, 2);
@@ -491,7 +502,9 @@ claim_due(struct claimer *k, int64_t lo)
 		pg_msg_row(r, i, 8, &m);
 		if (m.body && mq_rule_lapsed((int)pg_get(r, i, 1), attempt,
 		    pg_get(r, i, 13), k->now)) {
-			lapse(k, m.off, 1);
+			lapse(k, m.off);
+			pg_arr_int(&x, m.off);	/* its row goes now, below */
+			k->gone++;
 			mq_msg_free(&m);
 			continue;
 		}
@@ -514,10 +527,13 @@ claim_due(struct claimer *k, int64_t lo)
 					return PG_RETRY;
 				}
 				k->dead++;
+				k->gone++;
 				mq_msg_free(&m);
 				continue;
 			}
 		}
+		k->done = mq_array(k->done, k->ndone + 1, sizeof *k->done);
+		k->done[k->ndone++] = pg_get(r, i, 0);
 		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
 		    NULL : PQgetvalue(r, i, 4), 1);
 	}
@@ -532,6 +548,15 @@ claim_due(struct claimer *k, int64_t lo)
 		pg_arr_free(&d_off);
 		pg_arr_free(&d_exp);
 		pg_arr_free(&d_rsn);
+		if (!r)
+			return PG_RETRY;
+		PQclear(r);
+	}
+	if (x.n) {	/* lapsed: out of the due set, and their keys free */
+		r = pg_qc(q, "cannot delete delivery", "DELETE FROM delivery "
+		    "WHERE grp = $1 AND off = ANY($2::bigint[])", 2,
+		    pg_int(q, k->g.id), pg_arr_end(&x));
+		pg_arr_free(&x);
 		if (!r)
 			return PG_RETRY;
 		PQclear(r);
@@ -601,7 +626,7 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (mq_rule_lapsed(-1, 0, pg_get(r, i, 7), k->now)) {
-				lapse(k, m.off, 0);
+				lapse(k, m.off);
 				mq_msg_free(&m);
 				continue;
 			}
@@ -757,7 +782,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 {
 	struct claimer k;
 	PGresult *r;
-	int64_t dead0, pos0;
+	int64_t gone0, pos0;
 	int rc, i;
 
 	memset(&k, 0, sizeof k);
@@ -812,13 +837,15 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
 	k.pos = k.g.pos;
-	/* again only after a round that went all dead: the rows it
-	   delivered are not leased until write_claim, and would come back */
+	/* again after a round in which some went dead or lapsed (those rows
+	   are changed at once; the ones it handed out are not leased until
+	   write_claim, and are left out): what waited behind their keys
+	   may be due now */
 	do {
-		dead0 = k.dead;
+		gone0 = k.gone;
 		if ((rc = claim_due(&k, 0)) < 0)
 			goto retry;
-	} while (rc > 0 && k.n < k.max && k.dead - dead0 == rc);
+	} while (rc > 0 && k.n < k.max && k.gone > gone0);
 	while (k.n < k.max) {
 		pos0 = k.pos;
 		if (claim_new(&k) < 0)
@@ -834,7 +861,8 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	if ((rc = write_claim(&k)) < 0)
 		goto retry;
 	if (next)
-		*next = k.n ? k.now : next_due(q, k.g.id, k.now);
+		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ?
+		    k.now : next_due(q, k.g.id, k.now);
 	free_arrays(&k);
 	/* a claim need not be durable (it would be made again), what it
 	   hands out must be; an auto-ack must */

@@ -641,7 +641,8 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		claim_due(&k);	/* what claim_new passed, due: it goes next */
 	}
 	if (next)
-		*next = k.n ? k.now : next_due(q, &k.g, k.now);
+		*next = k.scanned >= SCAN_MAX && k.n < k.max ? 0 : k.n ?
+		    k.now : next_due(q, &k.g, k.now);
 	if (!k.changed) {
 		sq_rollback(q);
 		return 0;
