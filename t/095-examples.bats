@@ -189,6 +189,8 @@ not_mq() {
 	PATH=*|SHELL=*|MAILTO=*) echo 'crontab environment' ;;
 	# administration as root and package installs
 	sudo\ *|apt-get\ *|apt\ *|dnf\ *|yum\ *) echo 'runs as root or installs packages' ;;
+	# a copy of a SQLite file: PostgreSQL is backed up with pg_dump
+	mq-topic\ backup\ *) [ -z "$PG" ] || echo 'backs up a SQLite file (pg_dump here)' ;;
 	esac
 }
 
