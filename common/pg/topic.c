@@ -603,9 +603,9 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 		TRY(r, pg_q(q, "cannot count messages", "SELECT (SELECT "
 		    "count(*) FROM msg WHERE topic = $1 AND off >= $2 AND "
 		    "due > ts AND due > $3), count(*), count(*) FILTER (WHERE "
-		    "m.due > m.ts AND m.due > $3) FROM delivery d JOIN msg m ON "
-		    "m.topic = $1 AND m.off = d.off WHERE d.grp = $4 AND "
-		    "d.off >= $2", 4, pg_int(q, t->id), pg_int(q, g->pos),
+		    "EXISTS (SELECT 1 FROM msg m WHERE m.topic = $1 AND "
+		    "m.off = d.off AND m.due > m.ts AND m.due > $3)) FROM "
+		    "delivery d WHERE d.grp = $4 AND d.off >= $2", 4, pg_int(q, t->id), pg_int(q, g->pos),
 		    pg_int(q, now), pg_int(q, g->id)));
 		delayed = pg_get(r, 0, 0) - pg_get(r, 0, 2);
 		st->ahead = pg_get(r, 0, 1);

@@ -465,10 +465,11 @@ static void
 ahead(struct sq *q, const struct mq_topic *t, const struct mq_group *g,
     int64_t now, struct mq_gstats *st)
 {
+	/* from the rows (few), never from the log (the planner may not know) */
 	sqlite3_stmt *s = sq_stmt(q, "SELECT count(*), count(*) FILTER "
-	    "(WHERE m.due > m.ts AND m.due > ?3) FROM delivery d JOIN msg m "
-	    "ON m.topic = ?4 AND m.off = d.off WHERE d.grp = ?1 AND "
-	    "d.off >= ?2");
+	    "(WHERE EXISTS (SELECT 1 FROM msg m WHERE m.topic = ?4 AND "
+	    "m.off = d.off AND m.due > m.ts AND m.due > ?3)) FROM delivery d "
+	    "WHERE d.grp = ?1 AND d.off >= ?2");
 	int64_t n = 0, delayed = 0;
 
 	sqlite3_bind_int64(s, 1, g->id);
