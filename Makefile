@@ -27,9 +27,10 @@ PGLIBS = $(if $(PGFLAGS),$(shell $(PKG_CONFIG) --libs libpq))
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
 LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
-	common/admin.c \
+	common/admin.c common/header.c \
 	common/policy.c common/backend.c common/follow.c common/exec.c \
 	common/out.c common/input.c common/table.c common/lag.c common/list.c \
+	common/replay.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c \
 	common/sqlite/combine.c common/sqlite/mark.c common/sqlite/backup.c

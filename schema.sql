@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 9
+-- version: 10
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -50,6 +50,9 @@ CREATE TABLE msg (
 	-- since version 9: no group hands it out from this time on (it
 	-- lapses); NULL: never
 	expires		INTEGER,
+	-- since version 10: its headers (mq-send -H), "NAME=VALUE" and a
+	-- newline for each, in the order given; NULL: none
+	headers		TEXT,
 	PRIMARY KEY (topic, off)
 ) WITHOUT ROWID;
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;

@@ -13,12 +13,12 @@
 
 #include "mq.h"
 
-#define CHUNK	512
 #define OFFSET(s)	mq_num_arg(s, 1, INT64_MAX, "offset")
 
 enum { READ, MOVE, DEAD, TRACE };
 
 static const char *dbpath, *group, *key;
+static char *headers;	/* -H: "NAME=VALUE\n" each */
 static int64_t from = 0, to = INT64_MAX, since = -1, until = -1, shift;
 static int64_t *offsets, trace_off;
 static int noffsets, follow, dry, where;	/* where: 1 earliest, 2 latest */
@@ -26,8 +26,8 @@ static long limit;
 
 static const char synopsis[] =
     "usage: mq-replay [-0f] [-d FILE] [--from-offset N] [--to-offset N]\n"
-    "                 [--since TIME] [--until TIME] [-k KEY] [-n N]\n"
-    "                 [--json | --format FMT] TOPIC\n"
+    "                 [--since TIME] [--until TIME] [-k KEY] [-H NAME=VALUE ...]\n"
+    "                 [-n N] [--json | --format FMT] TOPIC\n"
     "       mq-replay -g GROUP [--dry-run] [--from-offset N | --since TIME |\n"
     "                 --shift N | --earliest | --latest] TOPIC\n"
     "       mq-replay -g GROUP [--dry-run] --dead [--offset N ...] TOPIC\n"
@@ -41,6 +41,7 @@ static const char *const help[] = {
 	"--format FMT",		"print each message as FMT",
 	"--from-offset N",	"read (or move the group) from offset N",
 	"-g, --group GROUP",	"move, or redrive the dead letters of, GROUP",
+	"-H, --header NAME=VALUE", "read only messages with this header",
 	"--json",		"print JSON lines",
 	"-k, --key KEY",	"read only messages with KEY",
 	"--latest",		"move the group past the last message",
@@ -53,60 +54,6 @@ static const char *const help[] = {
 	"--until TIME",		"read up to the last message sent at TIME",
 	NULL,
 };
-
-static int
-read_log(struct mq *q, const char *name, const struct mq_out *o)
-{
-	struct mq_msg *m = mq_array(NULL, CHUNK, sizeof *m);
-	struct mq_waiter *w = NULL;
-	struct mq_read rd = { name, key, from, to };
-	long got = 0;
-	int i, n, want;
-
-	if (since >= 0) {
-		int64_t off = mq_offset_at(q, name, since);
-
-		mq_check((int)(off < 0 ? off : 0), name, NULL);
-		if (off > rd.from)
-			rd.from = off;
-	}
-	while (!mq_stop) {
-		want = CHUNK;
-		if (limit && limit - got < want)
-			want = (int)(limit - got);
-		if ((n = mq_read(q, &rd, m, want)) < 0) {
-			if (got || w)
-				break;	/* deleted under us */
-			mq_check(n, name, NULL);
-		}
-		for (i = 0; i < n; i++) {
-			if (until >= 0 && m[i].ts > until) {
-				rd.to = 0;	/* past the end: stop */
-				break;
-			}
-			mq_out_msg(stdout, o, &m[i]);
-			rd.from = m[i].off + 1;
-			got++;
-		}
-		for (i = 0; i < n; i++)
-			mq_msg_free(&m[i]);
-		if (fflush(stdout) == EOF || rd.to == 0 || rd.from > rd.to ||
-		    (limit && got >= limit))
-			break;
-		if (n == want)
-			continue;
-		if (!follow)
-			break;
-		if (!w) {	/* made before one more look: nothing is missed */
-			w = mq_waiter_new(q, name);
-			continue;
-		}
-		mq_wait(w, INT64_MAX);
-	}
-	mq_waiter_free(w);
-	free(m);
-	return got || follow ? 0 : MQ_EX_NONE;
-}
 
 static int
 move(struct mq *q, const char *name)
@@ -195,6 +142,7 @@ main(int argc, char *argv[])
 		{ "since", required_argument, NULL, 'S' },
 		{ "until", required_argument, NULL, 'U' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "header", required_argument, NULL, 'H' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "follow", no_argument, NULL, 'f' },
 		{ "null", no_argument, NULL, '0' },
@@ -211,6 +159,7 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct mq_replay rp;
 	struct mq_out o;
 	struct mq *q;
 	const char *name;
@@ -220,13 +169,14 @@ main(int argc, char *argv[])
 	memset(&o, 0, sizeof o);
 	o.mode = MQ_OUT_LINE;
 	o.with_receipt = 1;	/* no receipt here: the offset stands in */
-	while ((c = getopt_long(argc, argv, "0d:fg:hk:n:V", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "0d:fg:H:hk:n:V", opts, NULL)) != -1) {
 		switch (c) {
 		case '0': o.mode = MQ_OUT_NUL; break;
 		case 'd': dbpath = optarg; break;
 		case 'f': follow = 1; break;
 		case 'g': group = mq_name_arg(optarg, "group"); break;
 		case 'k': key = optarg; break;
+		case 'H': mq_header_arg(&headers, optarg, 0); break;
 		case 'n': limit = (long)mq_num_arg(optarg, 0, 1000000000,
 			      "count");
 			  break;
@@ -282,18 +232,24 @@ main(int argc, char *argv[])
 		mq_usage_err("--dry-run goes with -g");
 	if (mode == READ && (where || shift))
 		mq_usage_err("--earliest, --latest and --shift need -g");
+	if (headers && mode != READ)
+		mq_usage_err("-H goes with reading the log, not with -g or "
+		    "--trace");
+	rp = (struct mq_replay){ { name, key, from, to }, since, until,
+	    headers, limit, follow };
 
 	q = mq_open(dbpath, mode == READ || mode == TRACE || dry ?
 	    MQ_READ : MQ_UPDATE);
 	mq_catch_stop();
 	switch (mode) {
-	case READ: status = read_log(q, name, &o); break;
+	case READ: status = mq_replay(q, &rp, &o); break;
 	case MOVE: status = move(q, name); break;
 	case DEAD: status = redrive(q, name); break;
 	default: status = trace(q, name); break;
 	}
 	mq_close(q);
 	free(offsets);
+	free(headers);
 	c = mq_finish();
 	return c ? c : status;
 }

@@ -21,6 +21,7 @@
 #define BATCH_BYTES	(8 * 1048576)
 
 static const char *dbpath, *key, *topic, *dedup;
+static char *headers;	/* -H: "NAME=VALUE\n" each */
 static int quiet, unescape, delim = '\n', dedup_field, replace;
 static int64_t at = -1, delay = -1, linger, ttl;	/* -1, 0: not given */
 
@@ -32,9 +33,10 @@ struct batch {
 };
 
 static const char synopsis[] =
-    "usage: mq-send [-0eq] [-d FILE] [-k KEY [--replace]] [--whole]\n"
-    "               [--delay DUR | --at TIME] [--dedup ID | --dedup-field N]"
-    "\n               [--linger DUR] [--ttl DUR] TOPIC [MESSAGE ...]\n";
+    "usage: mq-send [-0eq] [-d FILE] [-H NAME=VALUE ...] [-k KEY [--replace]]\n"
+    "               [--whole] [--delay DUR | --at TIME]\n"
+    "               [--dedup ID | --dedup-field N] [--linger DUR] [--ttl DUR]\n"
+    "               TOPIC [MESSAGE ...]\n";
 static const char *const help[] = {
 	"-0, --null",		"read NUL-terminated records, not lines",
 	"--at TIME",		"deliver no earlier than TIME",
@@ -42,6 +44,7 @@ static const char *const help[] = {
 	"--dedup-field N",	"take each record's dedup id from tab field N",
 	"--delay DUR",		"deliver no earlier than DUR from now",
 	"-e, --escapes",	"decode C escapes in each message",
+	"-H, --header NAME=VALUE", "give the messages header NAME",
 	"-k, --key KEY",	"give the messages KEY",
 	"--linger DUR",		"let a batch from stdin wait DUR for more",
 	"-q, --quiet",		"print no offsets",
@@ -68,7 +71,8 @@ static void
 flush(struct mq *q, struct batch *b)
 {
 	struct mq_append a = { .topic = topic, .key = key, .delay = delay,
-	    .at = at, .replace = replace, .ttl = ttl };	/* from the send */
+	    .at = at, .replace = replace, .ttl = ttl,
+	    .headers = headers };	/* from the send */
 	size_t i;
 
 	if (b->n == 0)
@@ -88,47 +92,17 @@ flush(struct mq *q, struct batch *b)
 	b->n = b->bytes = 0;
 }
 
-/* The dedup id of a record: its N-th tab-separated field. */
-static char *
-field_id(const char *p, size_t n)
-{
-	const char *e = p + n, *f;
-	int k;
-
-	for (k = 1; k < dedup_field && p < e; k++)
-		p = (f = memchr(p, '\t', e - p)) ? f + 1 : e;
-	f = p < e ? memchr(p, '\t', e - p) : NULL;
-	if (p >= e || (f ? f : e) == p)
-		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
-		    "the dedup id from", dedup_field);
-	return mq_memdup(p, (f ? f : e) - p);
-}
-
 static void
 add(struct batch *b, char *body, size_t len)
 {
-	if (dedup_field)
-		b->id[b->n] = field_id(body, len);
+	if (dedup_field && !(b->id[b->n] = mq_record_field(body, len,
+	    dedup_field)))
+		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
+		    "the dedup id from", dedup_field);
 	b->rec[b->n].body = body;
 	b->rec[b->n].len = len;
 	b->n++;
 	b->bytes += len;
-}
-
-static char *
-decode(char *p, size_t *n)
-{
-	char *s = mq_memdup(p, *n);
-
-	if (unescape) {
-		if (memchr(s, '\0', *n))	/* escaped text has none */
-			mq_die(MQ_EX_DATAERR, "message refused: a raw NUL byte "
-			    "in escaped input (write it \\0)");
-		if ((*n = mq_unescape(s)) == (size_t)-1)
-			mq_die(MQ_EX_DATAERR, "message refused: invalid escape "
-			    "sequence");
-	}
-	return s;
 }
 
 static void
@@ -172,7 +146,7 @@ from_stdin(struct mq *q)
 		if (b.n == 0)
 			until = mq_now() + linger;
 		records++;
-		p = decode(p, &n);
+		p = mq_record_decode(p, &n, unescape);
 		if (n > (size_t)max) {
 			flush(q, &b);
 			too_large(n, max);
@@ -195,6 +169,7 @@ main(int argc, char *argv[])
 	static const struct option opts[] = {
 		{ "db", required_argument, NULL, 'd' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "header", required_argument, NULL, 'H' },
 		{ "null", no_argument, NULL, '0' },
 		{ "whole", no_argument, NULL, 'W' },
 		{ "escapes", no_argument, NULL, 'e' },
@@ -215,11 +190,12 @@ main(int argc, char *argv[])
 	int c, i, whole = 0;
 
 	mq_begin(argv, synopsis, help);
-	while ((c = getopt_long(argc, argv, "0d:ehk:qV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "0d:eH:hk:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case '0': delim = '\0'; break;
 		case 'd': dbpath = optarg; break;
 		case 'e': unescape = 1; break;
+		case 'H': mq_header_arg(&headers, optarg, 1); break;
 		case 'k':
 			if (!*optarg || strlen(optarg) > 1024 ||
 			    !mq_utf8_valid((unsigned char *)optarg,
@@ -286,7 +262,7 @@ main(int argc, char *argv[])
 		for (i = 1; i < argc; i++) {
 			size_t n = strlen(argv[i]);
 
-			char *body = decode(argv[i], &n);
+			char *body = mq_record_decode(argv[i], &n, unescape);
 
 			add(&b, body, n);
 		}
@@ -295,5 +271,6 @@ main(int argc, char *argv[])
 		free(b.sent);
 	}
 	mq_close(q);
+	free(headers);
 	return mq_finish();
 }

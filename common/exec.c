@@ -88,26 +88,33 @@ body_fd(const struct mq_msg *m)
 	return fd;
 }
 
-/* The handler's environment: ours, with the MQ_* variables set anew. */
+/*
+ * The handler's environment: ours, with the MQ_* variables set anew and
+ * one MQ_H_NAME for each header (none inherited).  *made: how many at the
+ * end were made here, to free; the rest are borrowed.
+ */
 static char **
-handler_env(const struct mq_claim *c, const struct mq_msg *m)
+handler_env(const struct mq_claim *c, const struct mq_msg *m, int *made)
 {
 	extern char **environ;
 	static const char *names[] = { "MQ_TOPIC=", "MQ_GROUP=", "MQ_OFFSET=",
-	    "MQ_RECEIPT=", "MQ_ATTEMPT=", "MQ_KEY=", "MQ_TIME=" };
-	char ts[40], **env, **e;
-	size_t n = 0, i, k;
+	    "MQ_RECEIPT=", "MQ_ATTEMPT=", "MQ_KEY=", "MQ_TIME=", "MQ_H_" };
+	char ts[40], var[MQ_HENV_MAX], **env, **e;
+	const char *hs = m->headers;
+	struct mq_header h;
+	size_t n = 0, i, k, first;
 
 	for (e = environ; *e; e++)
 		n++;
-	env = mq_array(NULL, n + 8, sizeof *env);
+	env = mq_array(NULL, n + 8 + MQ_HEADERS_MAX, sizeof *env);
 	for (k = 0, e = environ; *e; e++) {
-		for (i = 0; i < 7; i++)
+		for (i = 0; i < 8; i++)
 			if (!strncmp(*e, names[i], strlen(names[i])))
 				break;
-		if (i == 7)
+		if (i == 8)
 			env[k++] = *e;	/* borrowed, not freed */
 	}
+	first = k;
 	mq_rfc3339(m->ts, ts, sizeof ts);
 	asprintf(&env[k++], "MQ_TOPIC=%s", c->topic);
 	asprintf(&env[k++], "MQ_GROUP=%s", c->group);
@@ -116,10 +123,15 @@ handler_env(const struct mq_claim *c, const struct mq_msg *m)
 	asprintf(&env[k++], "MQ_ATTEMPT=%d", m->attempt);
 	asprintf(&env[k++], "MQ_KEY=%s", m->key ? m->key : "");
 	asprintf(&env[k++], "MQ_TIME=%s", ts);
-	for (i = k - 7; i < k; i++)
+	while (k < first + 7 + MQ_HEADERS_MAX && mq_header_next(&hs, &h)) {
+		mq_header_env(var, h.name, h.nlen);
+		asprintf(&env[k++], "%s=%.*s", var, (int)h.vlen, h.value);
+	}
+	for (i = first; i < k; i++)
 		if (!env[i])
 			mq_die(MQ_EX_SOFTWARE, "out of memory");
 	env[k] = NULL;
+	*made = (int)(k - first);
 	return env;
 }
 
@@ -241,7 +253,7 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
 {
 	struct child ch;
 	sigset_t all, old;
-	int i, nmq = 7, p[2];
+	int i, nmq, p[2];
 	pid_t pid;
 
 	fflush(stdout);
@@ -254,7 +266,7 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
 		mq_die(MQ_EX_SOFTWARE, "cannot set up a pipe:");
 	ch.path = path;
 	ch.argv = argv;
-	ch.env = handler_env(c, m);
+	ch.env = handler_env(c, m, &nmq);
 	ch.fd = body_fd(m);
 	ch.errfd = p[1];
 	ch.err = 0;
@@ -268,7 +280,7 @@ spawn(const struct mq_claim *c, char **argv, const char *path,
 	close(p[1]);
 	for (i = 0; ch.env[i]; i++)
 		;
-	while (nmq-- > 0)	/* the seven handler_env made; the rest borrowed */
+	while (nmq-- > 0)	/* those handler_env made; the rest borrowed */
 		free(ch.env[--i]);
 	free(ch.env);
 	if (pid < 0 || ch.err) {

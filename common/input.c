@@ -123,3 +123,39 @@ mq_input_next(struct mq_input *in, int64_t until, char **p, size_t *n)
 			in->eof = 1;
 	}
 }
+
+/*
+ * A record as mq-send stores it: a copy, with C escapes decoded when
+ * unescape (refusing a raw NUL or a malformed escape: 65).  *n: its length.
+ */
+char *
+mq_record_decode(const char *p, size_t *n, int unescape)
+{
+	char *s = mq_memdup(p, *n);
+
+	if (unescape) {
+		if (memchr(s, '\0', *n))	/* escaped text has none */
+			mq_die(MQ_EX_DATAERR, "message refused: a raw NUL byte "
+			    "in escaped input (write it \\0)");
+		if ((*n = mq_unescape(s)) == (size_t)-1)
+			mq_die(MQ_EX_DATAERR, "message refused: invalid escape "
+			    "sequence");
+	}
+	return s;
+}
+
+/* Field k (from 1) of a record of tab-separated fields; NULL: none, or
+   empty. */
+char *
+mq_record_field(const char *p, size_t n, int k)
+{
+	const char *e = p + n, *f;
+	int i;
+
+	for (i = 1; i < k && p < e; i++)
+		p = (f = memchr(p, '\t', e - p)) ? f + 1 : e;
+	f = p < e ? memchr(p, '\t', e - p) : NULL;
+	if (p >= e || (f ? f : e) == p)
+		return NULL;
+	return mq_memdup(p, (f ? f : e) - p);
+}

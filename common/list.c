@@ -109,6 +109,8 @@ json_item(FILE *f, const struct mq_list *l, const struct mq_item *it)
 		    strlen(it->m.key));
 	else
 		fputs("null", f);
+	if (it->m.headers)
+		mq_json_headers(f, it->m.headers);
 	if (!it->m.off)
 		fputs(",\"purged\":true", f);
 	else if (mq_utf8_valid(it->m.body, it->m.len)) {

@@ -75,6 +75,24 @@ void	 mq_format_receipt(char *buf, size_t len, const char *topic,
 	    const char *group, int64_t off, int attempt, uint32_t token);
 #define MQ_RECEIPT_MAX	(2 * MQ_NAME_MAX + 48)
 
+/*
+ * header.c: NAME=VALUE pairs a message carries, as one string of
+ * "NAME=VALUE\n" lines (NULL: none), in the database too
+ */
+#define MQ_HEADERS_MAX	64	/* headers of a message */
+#define MQ_HVALUE_MAX	1024	/* bytes of a value */
+#define MQ_HENV_MAX	(MQ_NAME_MAX + 6)	/* MQ_H_NAME and a NUL */
+struct mq_header {
+	const char	*name, *value;	/* not NUL-terminated */
+	size_t		 nlen, vlen;
+};
+void	 mq_header_arg(char **hs, const char *arg, int send);
+int	 mq_header_next(const char **p, struct mq_header *);
+const char *mq_header_get(const char *hs, const char *name, size_t n,
+	    size_t *len);
+int	 mq_header_match(const char *hs, const char *want);
+void	 mq_header_env(char *buf, const char *name, size_t n);
+
 /* cli.c: what every program's main() repeats */
 void	 mq_begin(char **argv, const char *synopsis,
 	    const char *const *options);
@@ -225,6 +243,7 @@ int	 mq_snapshot(struct mq *, struct mq_lag *);
 struct mq_msg {
 	int64_t		off, ts, due;
 	char		*key;		/* NULL: none */
+	char		*headers;	/* NULL: none; "NAME=VALUE\n" each */
 	unsigned char	*body;
 	size_t		len;
 	int		attempt;
@@ -240,6 +259,7 @@ struct mq_rec {
 };
 struct mq_append {
 	const char	*topic, *key;
+	const char	*headers;	/* NULL: none (header.c) */
 	int64_t		 delay, at;	/* -1: not given */
 	int		 replace;	/* with key: the newest one wins */
 	int64_t		 ttl;		/* ms; 0: the topic's */
@@ -525,6 +545,7 @@ size_t	 mq_unescape(char *s);
 size_t	 mq_utf8_len(const unsigned char *, size_t);
 int	 mq_utf8_valid(const unsigned char *p, size_t n);
 void	 mq_json_str(FILE *, const unsigned char *p, size_t n);
+void	 mq_json_headers(FILE *, const char *hs);
 void	 mq_base64(FILE *, const unsigned char *p, size_t n);
 void	 mq_rfc3339(int64_t ms, char *buf, size_t len);
 void	 mq_out_trace(FILE *, const char *topic, const struct mq_trace *);
@@ -541,6 +562,19 @@ enum { MQ_IN_REC, MQ_IN_EOF, MQ_IN_TIMEOUT, MQ_IN_LONG };
 void	 mq_input_init(struct mq_input *, int fd, int delim, size_t max);
 void	 mq_input_free(struct mq_input *);
 int	 mq_input_next(struct mq_input *, int64_t until, char **p, size_t *n);
+char	*mq_record_decode(const char *p, size_t *n, int unescape);
+char	*mq_record_field(const char *p, size_t n, int k);
+
+/* replay.c: mq-replay's reading of the log */
+struct mq_replay {
+	struct mq_read	 rd;
+	int64_t		 since, until;	/* times; -1: not given */
+	const char	*headers;	/* only messages with all of these */
+	long		 limit;		/* messages to print; 0: no limit */
+	int		 follow;
+};
+int	 mq_replay(struct mq *, const struct mq_replay *,
+	    const struct mq_out *);
 
 /* table.c: aligned tables and human units for people */
 struct mq_table;

@@ -216,6 +216,24 @@ mq_rfc3339(int64_t ms, char *buf, size_t len)
 	    tm.tm_sec, (int)frac);
 }
 
+/* ,"headers":{"NAME":"VALUE",...} in the order sent */
+void
+mq_json_headers(FILE *f, const char *hs)
+{
+	struct mq_header h;
+	int n = 0;
+
+	fputs(",\"headers\":{", f);
+	while (mq_header_next(&hs, &h)) {
+		if (n++)
+			putc(',', f);
+		mq_json_str(f, (const unsigned char *)h.name, h.nlen);
+		putc(':', f);
+		mq_json_str(f, (const unsigned char *)h.value, h.vlen);
+	}
+	putc('}', f);
+}
+
 static void
 json_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 {
@@ -240,6 +258,8 @@ json_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 		mq_json_str(f, (const unsigned char *)m->key, strlen(m->key));
 	else
 		fputs("null", f);
+	if (m->headers)
+		mq_json_headers(f, m->headers);
 	fprintf(f, ",\"size\":%zu", m->len);
 	if (mq_utf8_valid(m->body, m->len)) {
 		fputs(",\"body\":", f);
@@ -255,27 +275,68 @@ json_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 /*
  * Format directives: %o offset, %r receipt, %k key, %a attempt, %t time
  * (RFC 3339), %e time (epoch seconds), %T topic, %g group, %s size,
- * %b body escaped, %B body raw, %% a percent sign; \n \t \0 \\ escapes.
+ * %b body escaped, %B body raw, %h{NAME} header NAME's value escaped
+ * (nothing when it has none), %H every header as NAME=VALUE escaped, a
+ * tab between two, %% a percent sign; \n \t \0 \\ escapes.
  */
-static const char directives[] = "orkateTgsbB%";
+static const char directives[] = "orkateTgsbBhH%";
+
+/* The name of %h{NAME} at p (after the h): its length, or 0 if bad. */
+static size_t
+header_dir(const char *p, char *name)
+{
+	const char *e;
+	size_t n;
+
+	if (*p != '{' || !(e = strchr(p + 1, '}')) ||
+	    (n = (size_t)(e - p - 1)) > MQ_NAME_MAX)
+		return 0;
+	memcpy(name, p + 1, n);
+	name[n] = '\0';
+	return mq_valid_name(name) ? n : 0;
+}
 
 int
 mq_check_format(const char *fmt)
 {
+	char name[MQ_NAME_MAX + 1];
+	size_t n;
+
 	for (; *fmt; fmt++) {
-		if (*fmt == '%' && (!fmt[1] || !strchr(directives, *++fmt)))
-			return -1;
-		if (*fmt == '\\' && (!fmt[1] || !strchr("nt0\\", *++fmt)))
+		if (*fmt == '%') {
+			if (!fmt[1] || !strchr(directives, *++fmt))
+				return -1;
+			if (*fmt == 'h' && !(n = header_dir(fmt + 1, name)))
+				return -1;
+			if (*fmt == 'h')
+				fmt += n + 2;	/* at the } */
+		} else if (*fmt == '\\' && (!fmt[1] ||
+		    !strchr("nt0\\", *++fmt)))
 			return -1;
 	}
 	return 0;
 }
 
 static void
+format_headers(FILE *f, const char *hs)
+{
+	struct mq_header h;
+	int n = 0;
+
+	while (mq_header_next(&hs, &h)) {
+		if (n++)
+			putc('\t', f);
+		mq_escape(f, (const unsigned char *)h.name, h.nlen + 1 +
+		    h.vlen);	/* NAME=VALUE */
+	}
+}
+
+static void
 format_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 {
-	const char *p;
-	char ts[40];
+	char ts[40], name[MQ_NAME_MAX + 1];
+	const char *p, *v;
+	size_t n, len;
 
 	for (p = o->format; *p; p++) {
 		if (*p == '\\') {
@@ -302,6 +363,13 @@ format_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 		case 's': fprintf(f, "%zu", m->len); break;
 		case 'b': mq_escape(f, m->body, m->len); break;
 		case 'B': fwrite(m->body, 1, m->len, f); break;
+		case 'h':	/* %h{NAME}, checked by mq_check_format */
+			n = header_dir(p + 1, name);
+			if ((v = mq_header_get(m->headers, name, n, &len)))
+				mq_escape(f, (const unsigned char *)v, len);
+			p += n + 2;
+			break;
+		case 'H': format_headers(f, m->headers); break;
 		case '%': putc('%', f); break;
 		}
 	}
@@ -386,6 +454,20 @@ trace_group(FILE *f, const struct mq_trace_group *g)
 	}
 }
 
+/* One line "header NAME=VALUE" for each. */
+static void
+trace_headers(FILE *f, const char *hs)
+{
+	struct mq_header h;
+
+	while (mq_header_next(&hs, &h)) {
+		fputs("header ", f);
+		mq_escape(f, (const unsigned char *)h.name, h.nlen + 1 +
+		    h.vlen);
+		putc('\n', f);
+	}
+}
+
 /* What mq-replay --trace prints: the message, then each group's story. */
 void
 mq_out_trace(FILE *f, const char *topic, const struct mq_trace *tr)
@@ -404,7 +486,9 @@ mq_out_trace(FILE *f, const char *topic, const struct mq_trace *tr)
 	fprintf(f, "key ");
 	if (m->key)
 		mq_escape(f, (unsigned char *)m->key, strlen(m->key));
-	fprintf(f, "\nsize %zu\nbody ", m->len);
+	putc('\n', f);
+	trace_headers(f, m->headers);
+	fprintf(f, "size %zu\nbody ", m->len);
 	mq_escape(f, m->body, m->len);
 	fputc('\n', f);
 	for (i = 0; i < tr->n; i++)
@@ -417,8 +501,10 @@ void
 mq_msg_free(struct mq_msg *m)
 {
 	free(m->key);
+	free(m->headers);
 	free(m->body);
 	m->key = NULL;
+	m->headers = NULL;
 	m->body = NULL;
 }
 

@@ -140,7 +140,7 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			PQclear(r);
 		}
 	}
-	/* the rows, up to 1000 a statement: ($1..$5 shared, then off, body) */
+	/* the rows, up to 1000 a statement: ($1..$6 shared, then off, body) */
 	for (i = 0; i < n; i += rows) {
 		rows = n - i < 1000 ? n - i : 1000;
 		free(sql);
@@ -148,25 +148,26 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		free(len);
 		free(fmt);
 		sql = mq_alloc(80 + rows * 48);
-		v = mq_array(NULL, 5 + 2 * rows, sizeof *v);
-		len = mq_array(NULL, 5 + 2 * rows, sizeof *len);
-		fmt = mq_array(NULL, 5 + 2 * rows, sizeof *fmt);
+		v = mq_array(NULL, 6 + 2 * rows, sizeof *v);
+		len = mq_array(NULL, 6 + 2 * rows, sizeof *len);
+		fmt = mq_array(NULL, 6 + 2 * rows, sizeof *fmt);
 		v[0] = pg_int(q, t.id);
 		v[1] = pg_int(q, ts);
 		v[2] = pg_int(q, due);
 		v[3] = a->key;
 		v[4] = a->ttl || t.ttl ? pg_int(q, ts + (a->ttl ? a->ttl :
 		    t.ttl)) : NULL;
-		for (k = 0; k < 5; k++)
+		v[5] = a->headers;
+		for (k = 0; k < 6; k++)
 			len[k] = fmt[k] = 0;
 		end = stpcpy(sql, "INSERT INTO msg (topic, off, ts, due, key, "
-		    "expires, body) VALUES ");
-		nv = 5;
+		    "expires, headers, body) VALUES ");
+		nv = 6;
 		done = 0;
 		for (j = i; j < i + rows; j++) {
 			if (out[j].dup)
 				continue;
-			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$5,$%d)",
+			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$5,$6,$%d)",
 			    done++ ? "," : "", nv + 1, nv + 2);	/* < 48 */
 			/* not pg_int(): its 16 buffers would wrap onto v[0..2] */
 			snprintf(num, sizeof num, "%lld", (long long)out[j].off);
@@ -181,7 +182,7 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		if (done) {
 			r = pg_run(q, sql, nv, v, len, fmt,
 			    "cannot store message");
-			for (k = 5; k < (size_t)nv; k += 2)
+			for (k = 6; k < (size_t)nv; k += 2)
 				free((char *)v[k]);
 			if (!r) {
 				free(sql);
@@ -263,8 +264,8 @@ static int
 append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
     size_t n, struct mq_sent *out)
 {
-	const char *v[10];
-	int len[10] = { 0 }, fmt[10] = { 0 };
+	const char *v[11];
+	int len[11] = { 0 }, fmt[11] = { 0 };
 	char *bodies, chan[64];
 	int64_t now = pg_now(), bytes = 0, big = 0, first;
 	PGresult *r;
@@ -295,15 +296,17 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	v[7] = a->key;
 	v[8] = chan;
 	v[9] = a->ttl ? pg_int(q, a->ttl) : NULL;
+	v[10] = a->headers;
 	r = pg_run_flush(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
 	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
 	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
 	    "next_off - $3 AS first, last_ts AS ts, ttl), i AS (INSERT INTO "
-	    "msg (topic, off, ts, due, key, body, expires) SELECT t.id, "
-	    "t.first + u.o - 1, t.ts, greatest(t.ts, $7::bigint), $8, u.b, "
-	    "t.ts + coalesce($10::bigint, t.ttl) FROM t, unnest($2::bytea[]) "
+	    "msg (topic, off, ts, due, key, body, expires, headers) SELECT "
+	    "t.id, t.first + u.o - 1, t.ts, greatest(t.ts, $7::bigint), $8, "
+	    "u.b, t.ts + coalesce($10::bigint, t.ttl), $11 FROM t, "
+	    "unnest($2::bytea[]) "
 	    "WITH ORDINALITY AS u(b, o)) SELECT first, pg_notify($9 || id, "
-	    "''), set_config('synchronous_commit', 'off', true) FROM t", 10,
+	    "''), set_config('synchronous_commit', 'off', true) FROM t", 11,
 	    v, len, fmt, "cannot store messages");
 	free(bodies);
 	if (!r)
@@ -349,6 +352,7 @@ pg_msg_row(PGresult *r, int i, int c, struct mq_msg *m)
 	m->due = pg_get(r, i, c + 2);
 	m->key = pg_str(r, i, c + 3);
 	m->body = pg_bytes(r, i, c + 4, &m->len);
+	m->headers = pg_str(r, i, c + 5);
 }
 
 struct claimer {
@@ -460,7 +464,8 @@ claim_due(struct claimer *k, int64_t lo)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.expires "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.headers, "
+	    "m.expires "
 	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
@@ -468,7 +473,8 @@ claim_due(struct claimer *k, int64_t lo)
 	    "d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.expires "
+	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.headers, "
+	    "m.expires "
 	    "FROM delivery d "
 	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
 	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
@@ -501,7 +507,7 @@ claim_due(struct claimer *k, int64_t lo)
 		expired = (int)pg_get(r, i, 3);
 		pg_msg_row(r, i, 8, &m);
 		if (m.body && mq_rule_lapsed((int)pg_get(r, i, 1), attempt,
-		    pg_get(r, i, 13), k->now)) {
+		    pg_get(r, i, 14), k->now)) {
 			lapse(k, m.off);
 			pg_arr_int(&x, m.off);	/* its row goes now, below */
 			k->gone++;
@@ -586,7 +592,8 @@ claim_new(struct claimer *k)
 		   every offset under it is committed, the group's row being
 		   ours */
 		if (!(r = pg_qc(q, "cannot read messages", "SELECT m.off, "
-		    "m.ts, m.due, m.key, m.body, d.state, d.due, m.expires FROM "
+		    "m.ts, m.due, m.key, m.body, m.headers, d.state, d.due, "
+		    "m.expires FROM "
 		    "msg m LEFT JOIN "
 		    "delivery d ON d.grp = $4 AND d.off = m.off WHERE "
 		    "m.topic = $1 AND m.off >= $2 AND m.off < (SELECT next_off "
@@ -616,16 +623,16 @@ claim_new(struct claimer *k)
 			pg_msg_row(r, i, 0, &m);
 			k->pos = m.off + 1;
 			idle++;
-			if (!pg_null(r, i, 5)) {
-				if (pg_get(r, i, 5) == MQ_SKIP)
+			if (!pg_null(r, i, 6)) {
+				if (pg_get(r, i, 6) == MQ_SKIP)
 					drop_row(k, m.off);
 				/* a due one goes next, before what follows */
-				k->passed = pg_get(r, i, 5) == MQ_WAITING &&
-				    pg_get(r, i, 6) <= k->now;
+				k->passed = pg_get(r, i, 6) == MQ_WAITING &&
+				    pg_get(r, i, 7) <= k->now;
 				mq_msg_free(&m);
 				continue;
 			}
-			if (mq_rule_lapsed(-1, 0, pg_get(r, i, 7), k->now)) {
+			if (mq_rule_lapsed(-1, 0, pg_get(r, i, 8), k->now)) {
 				lapse(k, m.off);
 				mq_msg_free(&m);
 				continue;

@@ -53,7 +53,8 @@ read_range(struct pgq *q, const struct mq_read *rd, struct mq_msg *out,
 	/* and where the WAL was after the snapshot: what it shows was
 	   committed below that, but perhaps not flushed (see pg_begin) */
 	TRY(r, pg_q(q, "cannot read messages", "SELECT off, ts, due, key, "
-	    "body, pg_current_wal_insert_lsn() FROM msg WHERE topic = $1 AND "
+	    "body, headers, pg_current_wal_insert_lsn() FROM msg WHERE "
+	    "topic = $1 AND "
 	    "off >= $2 AND off <= $3 AND ($4::text IS NULL OR key = $4) "
 	    "ORDER BY off LIMIT $5", 5, pg_int(q, t.id), pg_int(q, rd->from),
 	    pg_int(q, rd->to), rd->key, pg_int(q, max)));
@@ -62,7 +63,7 @@ read_range(struct pgq *q, const struct mq_read *rd, struct mq_msg *out,
 		pg_msg_row(r, i, 0, &out[i]);
 	pg_rollback(q);
 	if (n)
-		pg_flush(q, PQgetvalue(r, 0, 5));
+		pg_flush(q, PQgetvalue(r, 0, 6));
 	PQclear(r);
 	return n;
 }
@@ -339,8 +340,8 @@ trace(struct pgq *q, const char *topic, int64_t off, struct mq_trace *tr)
 		pg_rollback(q);
 		return rc < 0 ? rc : MQ_E_NOTOPIC;
 	}
-	TRY(r, pg_q(q, "cannot read message", "SELECT off, ts, due, key, body "
-	    "FROM msg WHERE topic = $1 AND off = $2", 2, pg_int(q, t.id),
+	TRY(r, pg_q(q, "cannot read message", "SELECT off, ts, due, key, body, "
+	    "headers FROM msg WHERE topic = $1 AND off = $2", 2, pg_int(q, t.id),
 	    pg_int(q, off)));
 	if (!PQntuples(r)) {
 		PQclear(r);
@@ -427,7 +428,8 @@ list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
 	    ", d.attempt, d.expired, d.due, d.host, d.pid, coalesce(d.reason, "
 	    "(SELECT h.reason FROM history h WHERE h.grp = d.grp AND h.off = "
 	    "d.off AND h.reason IS NOT NULL ORDER BY h.ts DESC, h.n DESC "
-	    "LIMIT 1)), m.off, m.ts, m.due, m.key, m.body FROM delivery d "
+	    "LIMIT 1)), m.off, m.ts, m.due, m.key, m.body, m.headers FROM "
+	    "delivery d "
 	    "LEFT JOIN msg m ON m.topic = $1 AND m.off = d.off WHERE d.grp = "
 	    "$2 AND d.off >= $3 AND d.off <= $4 AND ($5::text IS NULL OR "
 	    "d.key = $5) AND d.state <> 5 AND ($7::int >> " ITEM_STATE ") & 1 "
@@ -452,7 +454,7 @@ list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
 	PQclear(r);
 	if (l->states & 1 << MQ_I_PENDING) {
 		if (!(r = pg_q(q, "cannot read messages", "SELECT off, ts, due, "
-		    "key, body FROM msg m WHERE topic = $1 AND off >= "
+		    "key, body, headers FROM msg m WHERE topic = $1 AND off >= "
 		    "greatest($3::bigint, $6::bigint) AND off <= $4 AND "
 		    "($5::text IS NULL OR key = $5) AND NOT EXISTS (SELECT 1 "
 		    "FROM delivery d WHERE d.grp = $2 AND d.off = m.off) "

@@ -644,6 +644,8 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl bigint; "
 	"ALTER TABLE msg ADD COLUMN expires bigint; "
 	"ALTER TABLE grp ADD COLUMN lapsed bigint NOT NULL DEFAULT 0",
+	/* 6 -> 7: message headers */
+	"ALTER TABLE msg ADD COLUMN headers text",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 6
+-- version: 7
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -40,6 +40,7 @@ CREATE TABLE msg (
 	key		text,
 	body		bytea NOT NULL,
 	expires		bigint,			-- since version 6
+	headers		text,			-- since version 7
 	PRIMARY KEY (topic, off)
 );
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;

@@ -13,8 +13,8 @@
  * commit to be durable as if it were its own.
  *
  * Only what needs nothing but a topic and a body (and a key) goes into a
- * slot: one message, no dedup id, no delay, to a topic that exists, that
- * fits.  Anything else (or every slot in use) takes the ordinary way.
+ * slot: one message, no dedup id, no delay, no headers, to a topic that
+ * exists, that fits.  Anything else (or every slot in use) takes the ordinary way.
  *
  * A slot's life: FREE, then FILLING (its owner writes it), READY, then
  * TAKEN by a queue holder inside its transaction, then DONE after its
@@ -176,7 +176,7 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 	int i;
 
 	if (q->sync != SQ_GROUP || !q->shm_rw || q->queued || r->dedup ||
-	    a->delay >= 0 || a->at >= 0 || a->replace || a->ttl ||
+	    a->delay >= 0 || a->at >= 0 || a->replace || a->ttl || a->headers ||
 	    r->len > COMB_BODY ||
 	    klen > COMB_KEY || (tlen = strlen(a->topic)) > MQ_NAME_MAX)
 		return 0;

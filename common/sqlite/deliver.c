@@ -127,7 +127,7 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 			sq_step(q, s, "cannot store dedup id");
 		}
 		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body, "
-		    "expires) VALUES (?, ?, ?, ?, ?, ?, ?)");
+		    "expires, headers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
 		sqlite3_bind_int64(s, 1, t.id);
 		sqlite3_bind_int64(s, 2, off);
 		sqlite3_bind_int64(s, 3, ts);
@@ -138,6 +138,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 		    SQLITE_STATIC);
 		if (ttl)
 			sqlite3_bind_int64(s, 7, ts + ttl);
+		if (a->headers)
+			sqlite3_bind_text(s, 8, a->headers, -1, SQLITE_STATIC);
 		sq_step(q, s, "cannot store message");
 		out[i].off = off++;
 		stored++;
@@ -280,7 +282,7 @@ free_due(struct due *d, int n)
 	}
 }
 
-/* The message columns (off, ts, due, key, body) from column i on. */
+/* The message columns (off, ts, due, key, body, headers) from column i on. */
 static void
 msg_cols(sqlite3_stmt *s, int i, struct mq_msg *m)
 {
@@ -294,6 +296,7 @@ msg_cols(sqlite3_stmt *s, int i, struct mq_msg *m)
 	m->len = sqlite3_column_bytes(s, i + 4);
 	m->body = (unsigned char *)mq_memdup(sqlite3_column_blob(s, i + 4),
 	    m->len);
+	m->headers = sq_text(s, i + 5);
 }
 
 void
@@ -322,13 +325,15 @@ due_rows(struct claimer *k, struct due *d, int max)
 {
 	static const char plain[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid, "
+	    "m.off, m.ts, m.due, m.key, m.body, m.headers, d.since, d.host, "
+	    "d.pid, "
 	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
 	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
 	    "AND d.off < ?5 ORDER BY d.due, d.off LIMIT ?3";
 	static const char ordered[] =
 	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, d.since, d.host, d.pid, "
+	    "m.off, m.ts, m.due, m.key, m.body, m.headers, d.since, d.host, "
+	    "d.pid, "
 	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
 	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
 	    "AND d.off < ?5 AND (d.key IS "
@@ -351,8 +356,8 @@ due_rows(struct claimer *k, struct due *d, int max)
 		d[n].expired = sqlite3_column_int(s, 3);
 		d[n].key = sq_text(s, 4);
 		msg_cols(s, 5, &d[n].m);
-		by_cols(s, 10, &d[n].by);
-		d[n].expires = sqlite3_column_int64(s, 13);
+		by_cols(s, 11, &d[n].by);
+		d[n].expires = sqlite3_column_int64(s, 14);
 		n++;
 	}
 	sqlite3_reset(s);
@@ -471,11 +476,12 @@ hold(struct claimer *k, struct due *d)
 static void
 claim_new(struct claimer *k)
 {
-	static const char plain[] = "SELECT off, ts, due, key, body, NULL, "
-	    "NULL, expires FROM msg WHERE topic = ?1 AND off >= ?2 AND "
+	static const char plain[] = "SELECT off, ts, due, key, body, headers, "
+	    "NULL, NULL, expires FROM msg WHERE topic = ?1 AND off >= ?2 AND "
 	    "off < ?3 ORDER BY off LIMIT ?4";
 	static const char marked[] = "SELECT m.off, m.ts, m.due, m.key, "
-	    "m.body, d.state, d.due, m.expires FROM msg m LEFT JOIN delivery "
+	    "m.body, m.headers, d.state, d.due, m.expires FROM msg m LEFT JOIN "
+	    "delivery "
 	    "d ON d.grp = ?5 "
 	    "AND d.off = m.off WHERE m.topic = ?1 AND m.off >= ?2 AND "
 	    "m.off < ?3 ORDER BY m.off LIMIT ?4";
@@ -499,10 +505,10 @@ claim_new(struct claimer *k)
 			memset(&d[n], 0, sizeof d[n]);
 			msg_cols(s, 0, &d[n].m);
 			d[n].off = d[n].m.off;
-			d[n].state = sqlite3_column_type(s, 5) == SQLITE_NULL ?
-			    -1 : sqlite3_column_int(s, 5);
-			d[n].due = sqlite3_column_int64(s, 6);
-			d[n].expires = sqlite3_column_int64(s, 7);
+			d[n].state = sqlite3_column_type(s, 6) == SQLITE_NULL ?
+			    -1 : sqlite3_column_int(s, 6);
+			d[n].due = sqlite3_column_int64(s, 7);
+			d[n].expires = sqlite3_column_int64(s, 8);
 			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
 		}
 		sqlite3_reset(s);

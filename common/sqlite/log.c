@@ -34,11 +34,11 @@ sq_read(struct mq *mq, const struct mq_read *rd, struct mq_msg *out, int max)
 		return MQ_E_NOTOPIC;
 	}
 	if (rd->key)
-		s = sq_stmt(q, "SELECT off, ts, due, key, body FROM msg "
+		s = sq_stmt(q, "SELECT off, ts, due, key, body, headers FROM msg "
 		    "WHERE topic = ?1 AND key = ?4 AND off >= ?2 AND off <= ?3 "
 		    "ORDER BY off LIMIT ?5");
 	else
-		s = sq_stmt(q, "SELECT off, ts, due, key, body FROM msg "
+		s = sq_stmt(q, "SELECT off, ts, due, key, body, headers FROM msg "
 		    "WHERE topic = ?1 AND off >= ?2 AND off <= ?3 ORDER BY off "
 		    "LIMIT ?5");
 	sqlite3_bind_int64(s, 1, t.id);
@@ -293,7 +293,7 @@ sq_trace(struct mq *mq, const char *topic, int64_t off, struct mq_trace *tr)
 		sq_rollback(q);
 		return MQ_E_NOTOPIC;
 	}
-	s = sq_stmt(q, "SELECT off, ts, due, key, body FROM msg "
+	s = sq_stmt(q, "SELECT off, ts, due, key, body, headers FROM msg "
 	    "WHERE topic = ? AND off = ?");
 	sqlite3_bind_int64(s, 1, t.id);
 	sqlite3_bind_int64(s, 2, off);
@@ -380,7 +380,7 @@ sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 	    "d.due, d.host, d.pid, coalesce(d.reason, (SELECT h.reason FROM "
 	    "history h WHERE h.grp = d.grp AND h.off = d.off AND h.reason IS "
 	    "NOT NULL ORDER BY h.ts DESC, h.n DESC LIMIT 1)), m.off, m.ts, "
-	    "m.due, m.key, m.body FROM delivery d LEFT JOIN msg m ON "
+	    "m.due, m.key, m.body, m.headers FROM delivery d LEFT JOIN msg m ON "
 	    "m.topic = ?1 AND m.off = d.off WHERE d.grp = ?2 AND d.off >= ?3 "
 	    "AND d.off <= ?4 AND (?5 IS NULL OR d.key = ?5) AND d.state <> 5 AND "
 	    "(?7 >> " ITEM_STATE ") & 1 ORDER BY d.off LIMIT ?8");
@@ -405,7 +405,7 @@ sq_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 	sqlite3_reset(s);
 	/* and the log from the group's position on, but for those */
 	if (l->states & 1 << MQ_I_PENDING) {
-		s = sq_stmt(q, "SELECT off, ts, due, key, body FROM msg m "
+		s = sq_stmt(q, "SELECT off, ts, due, key, body, headers FROM msg m "
 		    "WHERE topic = ?1 AND off >= max(?3, ?6) AND off <= ?4 AND "
 		    "(?5 IS NULL OR key = ?5) AND NOT EXISTS (SELECT 1 FROM "
 		    "delivery d WHERE d.grp = ?2 AND d.off = m.off) ORDER BY "

@@ -94,6 +94,8 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl INTEGER;"
 	"ALTER TABLE msg ADD COLUMN expires INTEGER;"
 	"ALTER TABLE grp ADD COLUMN lapsed INTEGER NOT NULL DEFAULT 0;",
+	/* 9 -> 10: message headers */
+	"ALTER TABLE msg ADD COLUMN headers TEXT;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");
