@@ -100,11 +100,11 @@ _mq() {
 
 	case $cmd in
 	mq-send)
-		argopts='-d --db -k --key --delay --at --linger --dedup --dedup-field
-		    --ttl'
-		opts='-0 -d -e -h -k -q -V --null --db --escapes --help --key
-		    --quiet --version --whole --delay --at --linger --dedup
-		    --dedup-field --replace --ttl' ;;
+		argopts='-d --db -H --header -k --key --delay --at --linger --dedup
+		    --dedup-field --ttl'
+		opts='-0 -d -e -H -h -k -q -V --null --db --escapes --header
+		    --help --key --quiet --version --whole --delay --at --linger
+		    --dedup --dedup-field --replace --ttl' ;;
 	mq-recv)
 		argopts='-d --db -g --group -j --jobs -n --count -w --wait --lease
 		    --format --from --timeout --max-time'
@@ -117,10 +117,11 @@ _mq() {
 		opts='-d -h -V --db --fail --dead --extend --delay --reason
 		    --help --version' ;;
 	mq-replay)
-		argopts='-d --db -g --group -k --key -n --count --from-offset
-		    --to-offset --since --until --format --shift --offset --trace'
-		opts='-0 -d -f -g -h -k -n -V --null --db --follow --group --key
-		    --count --from-offset --to-offset --since --until --json
+		argopts='-d --db -g --group -H --header -k --key -n --count
+		    --from-offset --to-offset --since --until --format --shift
+		    --offset --trace'
+		opts='-0 -d -f -g -H -h -k -n -V --null --db --follow --group
+		    --header --key --count --from-offset --to-offset --since --until --json
 		    --format --earliest --latest --shift --dead --offset
 		    --dry-run --trace --help --version' ;;
 	mq-lag)

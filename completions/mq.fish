@@ -91,10 +91,11 @@ for p in mq-send mq-recv mq-ack mq-replay mq-lag mq-purge mq-topic
 end
 
 # mq-send TOPIC [MESSAGE...]
-set -l a -d --db -k --key --delay --at --linger --dedup --dedup-field
+set -l a -d --db -H --header -k --key --delay --at --linger --dedup --dedup-field
 complete -c mq-send -n "__mq_nop 0 $a" -a '(__mq_topics)' -d topic
 complete -c mq-send -s 0 -l null -d 'read NUL-terminated records'
 complete -c mq-send -s e -l escapes -d 'decode C escapes in each message'
+complete -c mq-send -s H -l header -x -d 'give the messages header NAME'
 complete -c mq-send -s k -l key -x -d 'give the messages KEY'
 complete -c mq-send -s q -l quiet -d 'print no offsets'
 complete -c mq-send -l replace -d 'with -k: settle earlier ones of KEY not yet out'
@@ -136,7 +137,7 @@ complete -c mq-ack -l fail -d 'the delivery failed: deliver it again later'
 complete -c mq-ack -l reason -x -d 'with --fail or --dead: why'
 
 # mq-replay TOPIC
-set -l a -d --db -g --group -k --key -n --count --from-offset --to-offset --since --until --format --shift --offset --trace
+set -l a -d --db -g --group -H --header -k --key -n --count --from-offset --to-offset --since --until --format --shift --offset --trace
 complete -c mq-replay -n "__mq_nop 0 $a" -a '(__mq_topics)' -d topic
 complete -c mq-replay -s 0 -l null -d 'NUL-terminated output'
 complete -c mq-replay -l dead -d "redrive the group's dead letters"
@@ -147,6 +148,7 @@ complete -c mq-replay -l format -x -d 'print each message as FMT'
 complete -c mq-replay -l from-offset -x -d 'read (or move the group) from offset N'
 complete -c mq-replay -s g -l group -x -a "(__mq_groups (__mq_operands $a)[1])" -d 'move, or redrive the dead letters of, GROUP'
 complete -c mq-replay -l json -d 'print JSON lines'
+complete -c mq-replay -s H -l header -x -d 'read only messages with this header'
 complete -c mq-replay -s k -l key -x -d 'read only messages with KEY'
 complete -c mq-replay -l latest -d 'move the group past the last message'
 complete -c mq-replay -s n -l count -x -d 'print at most N messages'

@@ -48,6 +48,10 @@ make_v1() {
 	assert_output '0|0|0'
 	run -0 mq-recv -g g -n 0 --format '%o %b\n' old
 	assert_output $'2 world\n3 third'
+	# every step up to this one: messages take headers (version 10)
+	run -0 mq-send -H a=1 old fourth
+	run -0 mq-replay --format '%o %H\n' old
+	assert_output $'1 \n2 \n3 \n4 a=1'
 	run -0 sql 'PRAGMA integrity_check'
 	assert_output ok
 }

@@ -47,7 +47,7 @@ dump() {
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n6'
+	assert_output $'mq\n7'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -66,7 +66,7 @@ dump() {
 	[ -n "$acked" ]
 	mq-topic group t h >/dev/null
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
-	# grp.timeout, no grp.cancelled, no time to live
+	# grp.timeout, no grp.cancelled, no time to live, no headers
 	sql "ALTER TABLE grp DROP COLUMN settled_ts;
 	    ALTER TABLE grp DROP COLUMN paused_until;
 	    ALTER TABLE grp DROP COLUMN timeout;
@@ -74,6 +74,7 @@ dump() {
 	    ALTER TABLE grp DROP COLUMN lapsed;
 	    ALTER TABLE topic DROP COLUMN ttl;
 	    ALTER TABLE msg DROP COLUMN expires;
+	    ALTER TABLE msg DROP COLUMN headers;
 	    ALTER TABLE topic DROP COLUMN paused_until;
 	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
 	run -0 mq-lag --json t
@@ -82,11 +83,14 @@ dump() {
 	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
 	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
 	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
-	assert_output 6
+	assert_output 7
 	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
-	# and kept from then on
+	# and kept from then on; messages carry headers again
 	run -0 mq-recv -A -g h t
+	run -0 mq-send -H a=1 t three
+	run -0 mq-replay --format '%o %H\n' t
+	assert_output $'1 \n2 \n3 a=1'
 	run -0 mq-lag --json t h
 	jtrue '.last_settle_ms > 0' <<<"$output"
 }
