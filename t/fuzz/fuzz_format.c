@@ -4,11 +4,13 @@
  *
  * Input: the --format string, then optionally a NUL and bytes for the
  * message: offset, time, due, attempt, token, flags, then the key up to
- * the next NUL (1-1024 bytes, as mq-send -k allows) and the body (any
- * bytes).
+ * the next NUL (1-1024 bytes, as mq-send -k allows), the headers up to
+ * the next NUL (lines NAME=VALUE; those mq-send -H would refuse are left
+ * out) and the body (any bytes).
  *
  * - mq_check_format accepts exactly strings whose every % is followed by
- *   one of o r k a t e T g s b B % and every backslash by n t 0 \.
+ *   one of o r k a t e T g s b B H %, or by h{NAME} with NAME a valid
+ *   name, and every backslash by n t 0 \.
  * - An accepted format prints exactly what mq-recv(1) documents, expanded
  *   here directive by directive; a refused one is never printed (callers
  *   exit first).
@@ -26,14 +28,38 @@
 
 static const char topic[] = "orders", group[] = "billing";
 
+/* %h{NAME} at f (the h): the name's length, or 0 when it is not one. */
+static size_t
+ref_hname(const char *f)
+{
+	char name[MQ_NAME_MAX + 1];
+	size_t n = 0;
+
+	if (f[1] != '{')
+		return 0;
+	for (f += 2; f[n] && f[n] != '}'; n++)
+		if (n >= MQ_NAME_MAX)
+			return 0;
+		else
+			name[n] = f[n];
+	name[n] = '\0';
+	return f[n] == '}' && mq_valid_name(name) ? n : 0;
+}
+
 static int
 ref_check(const char *f)
 {
+	size_t n;
+
 	for (; *f; f++) {
 		if (*f == '%') {
-			if (!f[1] || !strchr("orkateTgsbB%", f[1]))
+			if (!f[1] || !strchr("orkateTgsbBhH%", f[1]))
 				return -1;
 			f++;
+			if (*f == 'h' && !(n = ref_hname(f)))
+				return -1;
+			if (*f == 'h')
+				f += n + 2;
 		} else if (*f == '\\') {
 			if (!f[1] || !strchr("nt0\\", f[1]))
 				return -1;
@@ -43,12 +69,36 @@ ref_check(const char *f)
 	return 0;
 }
 
+/*
+ * Header NAME (n bytes) of hs as %h prints it, or with NULL, every one
+ * as %H does.
+ */
+static void
+ref_header(FILE *f, const char *hs, const char *name, size_t n)
+{
+	const char *eq, *nl;
+	int k = 0;
+
+	for (; hs && (eq = strchr(hs, '=')) && (nl = strchr(eq, '\n'));
+	    hs = nl + 1) {
+		if (!name) {
+			if (k++)
+				putc('\t', f);
+			mq_escape(f, (const unsigned char *)hs, nl - hs);
+		} else if ((size_t)(eq - hs) == n && !memcmp(hs, name, n)) {
+			mq_escape(f, (const unsigned char *)eq + 1, nl - eq - 1);
+			return;
+		}
+	}
+}
+
 /* The format expanded as documented. */
 static void
 ref_format(FILE *f, const char *fmt, const struct mq_out *o,
     const struct mq_msg *m)
 {
 	char ts[64];
+	size_t n;
 
 	for (; *fmt; fmt++) {
 		if (*fmt == '\\') {
@@ -83,9 +133,55 @@ ref_format(FILE *f, const char *fmt, const struct mq_out *o,
 		case 's': fprintf(f, "%zu", m->len); break;
 		case 'b': mq_escape(f, m->body, m->len); break;
 		case 'B': fwrite(m->body, 1, m->len, f); break;
+		case 'h':
+			n = ref_hname(fmt);
+			ref_header(f, m->headers, fmt + 2, n);
+			fmt += n + 2;
+			break;
+		case 'H': ref_header(f, m->headers, NULL, 0); break;
 		case '%': putc('%', f); break;
 		}
 	}
+}
+
+/*
+ * The headers of the lines of p (n bytes) that mq-send -H takes: a valid
+ * name not seen before, a value of at most 1024 bytes of UTF-8 without
+ * control characters; NULL when none is.
+ */
+static char *
+make_headers(const char *p, size_t n)
+{
+	char *hs = NULL, name[MQ_NAME_MAX + 1];
+	const char *e = p + n, *nl, *eq;
+	size_t len = 0, nn, vn, i;
+	int ok;
+
+	for (; p < e; p = nl + 1) {
+		if (!(nl = memchr(p, '\n', e - p)))
+			nl = e;
+		if (!(eq = memchr(p, '=', nl - p)) || (nn = eq - p) >
+		    MQ_NAME_MAX)
+			continue;
+		memcpy(name, p, nn);
+		name[nn] = '\0';
+		vn = nl - eq - 1;
+		ok = mq_valid_name(name) && vn <= 1024 &&
+		    mq_utf8_valid((const unsigned char *)eq + 1, vn);
+		for (i = 0; ok && i < vn; i++)
+			ok = (unsigned char)eq[1 + i] >= 0x20 && eq[1 + i] != 0x7f;
+		for (i = 0; ok && hs && i < len; i += strcspn(hs + i, "\n") + 1)
+			ok = !(strncmp(hs + i, name, nn) == 0 && hs[i + nn] == '=');
+		if (!ok)
+			continue;
+		hs = realloc(hs, len + nn + vn + 3);
+		FZ_CHECK(hs, "out of memory");
+		memcpy(hs + len, p, nn + 1 + vn);
+		len += nn + 1 + vn;
+		hs[len++] = '\n';
+		hs[len] = '\0';
+	}
+	return hs;
 }
 
 static void
@@ -192,12 +288,32 @@ json_is(const char *j, size_t jn, const char *key, const void *p, size_t n)
 	free(dec);
 }
 
+/* The "headers" object j (jn bytes): the members of hs, in its order. */
+static void
+check_headers(const char *j, size_t jn, const char *hs)
+{
+	const char *eq, *nl, *v, *at = NULL;
+	char *name;
+	size_t len, used;
+
+	FZ_CHECK(j[0] == '{' && fz_json_value(j, jn, &used) == 0 && used == jn,
+	    "\"headers\" not an object");
+	for (; (eq = strchr(hs, '=')) && (nl = strchr(eq, '\n')); hs = nl + 1) {
+		name = fz_str(hs, eq - hs);
+		json_is(j, jn, name, eq + 1, nl - eq - 1);
+		FZ_CHECK(fz_json_get(j, jn, name, &v, &len) == 0 &&
+		    (!at || v > at), "header %s out of order", name);
+		at = v;
+		free(name);
+	}
+}
+
 static void
 check_json(const struct mq_out *o, const struct mq_msg *m)
 {
 	static const char *const order[] = { "topic", "group", "offset",
-	    "receipt", "attempt", "time", "epoch_ms", "due_ms", "key", "size",
-	    "body", "base64" };
+	    "receipt", "attempt", "time", "epoch_ms", "due_ms", "key",
+	    "headers", "size", "body", "base64" };
 	struct fz_cap c;
 	const char *v, *at = NULL;
 	unsigned char *dec = NULL;
@@ -241,6 +357,10 @@ check_json(const struct mq_out *o, const struct mq_msg *m)
 		FZ_CHECK(fz_json_get(c.p, c.n, "key", &v, &len) == 0 &&
 		    len == 4 && !memcmp(v, "null", 4), "key not null");
 	}
+	FZ_CHECK(!m->headers == !!fz_json_get(c.p, c.n, "headers", &v, &len),
+	    "\"headers\" present: %d", !!m->headers);
+	if (m->headers)
+		check_headers(v, len, m->headers);
 	FZ_CHECK(json_num(c.p, c.n, "size") == (long long)m->len, "size");
 	FZ_CHECK(utf8 == !!fz_json_get(c.p, c.n, "base64", &v, &len),
 	    "\"base64\" present: %d", !utf8);
@@ -269,7 +389,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *fmt = fz_str(data, size), *key = NULL;
-	size_t fl = strlen(fmt), n = fl < size ? size - fl - 1 : 0, kl;
+	size_t fl = strlen(fmt), n = fl < size ? size - fl - 1 : 0, kl, hl;
 	const uint8_t *p = data + size - n;
 	struct fz_cap c, want;
 	struct mq_out o;
@@ -297,6 +417,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n -= kl < n ? kl + 1 : kl;
 	}
 	m.key = key;
+	if (flags & 8) {
+		hl = strnlen((const char *)p, n);
+		m.headers = make_headers((const char *)p, hl);
+		p += hl < n ? hl + 1 : hl;
+		n -= hl < n ? hl + 1 : hl;
+	}
 	m.body = (unsigned char *)fz_str(p, n);
 	m.len = n;
 	memset(&o, 0, sizeof o);
@@ -342,6 +468,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_json(&o, &m);
 
 	free(key);
+	free(m.headers);
 	free(m.body);
 	free(fmt);
 	return 0;

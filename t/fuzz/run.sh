@@ -45,9 +45,10 @@ build=${FUZZ_BUILD:-$root/build/fuzz${check:+-check}}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 case $secs in '' | *[!0-9]*) echo "run.sh: FUZZ_SECONDS: not a number: $secs" >&2; exit 64 ;; esac
 
-# The sources under test: parsing, output, policy, input records, errors;
-# none needs SQLite.
-LIBSRC="common/err.c common/parse.c common/out.c common/policy.c common/input.c"
+# The sources under test: parsing, output, headers, policy, input records,
+# errors; none needs SQLite.
+LIBSRC="common/err.c common/parse.c common/out.c common/policy.c common/input.c
+common/header.c"
 WARN="-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter"
 SAN="address,undefined"
 
