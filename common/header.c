@@ -80,6 +80,18 @@ mq_header_match(const char *hs, const char *want)
 	return 1;
 }
 
+/* Printable ASCII: an argument that may be echoed in an error's line. */
+static int
+plain(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
 static int
 value_ok(const char *v, size_t n)
 {
@@ -102,20 +114,22 @@ void
 mq_header_arg(char **hs, const char *arg, int send)
 {
 	char name[MQ_NAME_MAX + 1], env[MQ_HENV_MAX], other[MQ_HENV_MAX];
+	char shown[MQ_NAME_MAX + 12] = "";
 	const char *eq = strchr(arg, '='), *p = *hs;
 	struct mq_header h;
 	size_t n, old = *hs ? strlen(*hs) : 0, vlen;
 	int count = 0;
 
+	/* what the error shows of it: the name, if short and printable */
+	n = eq ? (size_t)(eq - arg) : strlen(arg);
+	if (n <= MQ_NAME_MAX + 8 && plain(arg, n))
+		snprintf(shown, sizeof shown, " '%.*s'", (int)n, arg);
 	if (!eq)
-		mq_usage_err("invalid header '%.*s': want NAME=VALUE",
-		    MQ_NAME_MAX + 8, arg);
-	n = (size_t)(eq - arg);
+		mq_usage_err("invalid header%s: want NAME=VALUE", shown);
 	if (n > MQ_NAME_MAX || (memcpy(name, arg, n), name[n] = '\0',
 	    !mq_valid_name(name)))
-		mq_usage_err("invalid header name '%.*s': use 1-%d of "
-		    "A-Z a-z 0-9 . _ -, not starting with - or .",
-		    (int)(n < MQ_NAME_MAX + 8 ? n : MQ_NAME_MAX + 8), arg,
+		mq_usage_err("invalid header name%s: use 1-%d of "
+		    "A-Z a-z 0-9 . _ -, not starting with - or .", shown,
 		    MQ_NAME_MAX);
 	vlen = strlen(eq + 1);
 	if (!value_ok(eq + 1, vlen))

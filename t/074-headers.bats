@@ -142,6 +142,7 @@ offsets() {
 	long129=$(printf 'n%.0s' $(seq 129))
 	v1025=$(printf 'v%.0s' $(seq 1025))
 	local -a bad=(noequals '=v' -a=v .a=v 'a b=v' 'a/b=v' "$long129=v"
+	    $'a\nb=v' $'x\ny' $'\033[31m=v' "$long129$long129"
 	    $'a=x\ty' $'a=x\ny' $'a=x\033y' $'a=\xff' $'a=x\x7f' "a=$v1025")
 	for h in "${bad[@]}"; do
 		run -64 --separate-stderr mq-send -H "$h" t x
@@ -149,6 +150,8 @@ offsets() {
 		[[ ${stderr_lines[0]} == "mq-send: invalid "*header* ]] ||
 		    fail "-H '$h': ${stderr_lines[0]}"
 		[[ ${stderr_lines[1]} == "usage: "* ]] || fail "-H '$h': $stderr"
+		# one line, then the synopsis
+		assert_equal "${stderr#*$'\n'}" "$(mq-send --help | sed '/^$/,$d')"
 		run -64 --separate-stderr mq-replay -H "$h" t
 		[[ ${stderr_lines[0]} == "mq-replay: invalid "*header* ]] ||
 		    fail "mq-replay -H '$h': ${stderr_lines[0]}"
