@@ -13,7 +13,6 @@
  * so a handler sees every header its message has.
  */
 #include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "mq.h"
@@ -149,9 +148,7 @@ mq_header_arg(char **hs, const char *arg, int send)
 	}
 	if (count >= MQ_HEADERS_MAX)
 		mq_usage_err("too many headers: at most %d", MQ_HEADERS_MAX);
-	*hs = realloc(*hs, old + n + vlen + 3);
-	if (!*hs)
-		mq_die(MQ_EX_SOFTWARE, "out of memory");
+	*hs = mq_array(*hs, old + n + vlen + 3, 1);
 	memcpy(*hs + old, arg, n + 1 + vlen);
 	memcpy(*hs + old + n + 1 + vlen, "\n", 2);
 }
