@@ -97,11 +97,12 @@ print(const struct mq_outbox *ob)
 
 /*
  * One round: the last id read (0: none), and in *seq the largest id
- * APPDB had handed out then.
+ * APPDB had handed out then.  mq's database is opened (made) once there
+ * are rows, and they are all fit to be messages.
  */
 static int64_t
-move(struct mq *q, struct mq_appdb *o, const char *path, int quiet,
-    int64_t *seq)
+move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
+    int quiet, int64_t *seq)
 {
 	struct mq_outbox ob = { .source = mq_appdb_source(o) };
 	int64_t last;
@@ -116,9 +117,11 @@ move(struct mq *q, struct mq_appdb *o, const char *path, int quiet,
 	}
 	ob.n = n;
 	ob.sent = mq_array(NULL, n, sizeof *ob.sent);
+	if (!*q)
+		*q = mq_open(db, MQ_WRITE);
 	/* a mover of the same outbox may have gone past what was read:
 	   then APPDB's ids have caught up with the mark; else they went back */
-	while ((rc = mq_outbox_move(q, &ob)) == MQ_E_BEHIND)
+	while ((rc = mq_outbox_move(*q, &ob)) == MQ_E_BEHIND)
 		if ((ob.seq = mq_appdb_seq(o)) < ob.moved)
 			mq_die(MQ_EX_DATAERR, "cannot move outbox %s: its ids "
 			    "went back to %lld, below the %lld moved already "
@@ -149,7 +152,7 @@ void
 mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 {
 	struct mq_appdb *o = mq_appdb_open(path, 0);
-	struct mq *q = mq_open(db, MQ_WRITE);
+	struct mq *q = NULL;
 	int64_t last, seq, first = -1;
 
 	if (follow) {
@@ -160,7 +163,7 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 	}
 	while (!mq_stop) {
 		mq_appdb_changed(o);	/* a commit from here on is seen */
-		last = move(q, o, path, quiet, &seq);
+		last = move(&q, db, o, path, quiet, &seq);
 		if (first < 0) {
 			first = seq;
 			if (follow)
