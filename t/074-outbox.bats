@@ -288,7 +288,7 @@ has() {
 	run -0 sql "SELECT hex(body) FROM msg WHERE off = 3"
 	assert_output 00FF
 	mq-topic set t max-size=10
-	run -3 sql "SELECT send('t', 'eleven byte')"
+	run -1 sql "SELECT send('t', 'eleven byte')"
 	[[ $output == *"over the size limit of 10 bytes of topic t"* ]]
 	run -0 sql "SELECT send('u', 'new', delay => '1 minute'), (SELECT due - ts FROM msg
 	    WHERE topic = (SELECT id FROM topic WHERE name = 'u'))"
