@@ -218,6 +218,7 @@ main(int argc, char *argv[])
 	struct mq *q;
 	struct batch b;
 	size_t n;
+	char *p;
 	int c, i, whole = 0;
 
 	mq_begin(argv, synopsis, help);
@@ -253,10 +254,8 @@ main(int argc, char *argv[])
 	    || unescape || delay >= 0 || at >= 0 || linger || ttl || delim != '\n'))
 		mq_usage_err("--from-outbox takes no TOPIC, MESSAGE or message "
 		    "options: each row has its own");
-	if (outbox) {
-		mq_outbox_send(dbpath, outbox, follow, quiet);
-		return mq_finish();
-	}
+	if (outbox)
+		return mq_outbox_send(dbpath, outbox, follow, quiet);
 	if (follow)
 		mq_usage_err("-f follows an outbox: give --from-outbox APPDB");
 	if (argc < 1)
@@ -287,7 +286,8 @@ main(int argc, char *argv[])
 		b.sent = mq_array(NULL, argc - 1, sizeof *b.sent);
 		for (i = 1; i < argc; i++) {
 			n = strlen(argv[i]);
-			add(&b, decode(argv[i], &n), n);
+			p = decode(argv[i], &n);
+			add(&b, p, n);
 		}
 		flush(q, &b);
 		free(b.rec);

@@ -294,7 +294,7 @@ void	 mq_appdb_close(struct mq_appdb *);
 void	 mq_outrows_free(struct mq_outrow *, int n);
 
 /* outbox.c: mq-send --from-outbox, mq-topic outbox-init */
-void	 mq_outbox_send(const char *db, const char *appdb, int follow,
+int	 mq_outbox_send(const char *db, const char *appdb, int follow,
 	    int quiet);
 void	 mq_outbox_init(const char *appdb);
 

@@ -146,9 +146,9 @@ move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
 /*
  * mq-send --from-outbox: moves what APPDB's outbox holds (its rows up to
  * the newest when it starts); with follow, goes on until SIGTERM or
- * SIGINT.
+ * SIGINT.  Returns the exit status.
  */
-void
+int
 mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 {
 	struct mq_appdb *o = mq_appdb_open(path, 0);
@@ -178,6 +178,7 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 	mq_on_signal(NULL);
 	mq_appdb_close(o);
 	mq_close(q);
+	return mq_finish();
 }
 
 /* mq-topic outbox-init: APPDB's outbox, made if it is not there. */
