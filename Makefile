@@ -30,12 +30,13 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/admin.c common/header.c \
 	common/policy.c common/backend.c common/follow.c common/exec.c \
 	common/out.c common/input.c common/table.c common/lag.c common/list.c \
-	common/replay.c \
+	common/replay.c common/outbox.c \
 	common/sqlite/sqlite.c common/sqlite/open.c common/sqlite/engine.c common/sqlite/topic.c \
 	common/sqlite/deliver.c common/sqlite/log.c common/sqlite/wait.c \
-	common/sqlite/combine.c common/sqlite/mark.c common/sqlite/backup.c
+	common/sqlite/combine.c common/sqlite/mark.c common/sqlite/backup.c \
+	common/sqlite/outbox.c common/sqlite/appdb.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
-	common/pg/log.c common/pg/wait.c common/pg/mark.c
+	common/pg/log.c common/pg/wait.c common/pg/mark.c common/pg/outbox.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 PGOBJ = $(PGSRC:common/%.c=$(B)/%.o)
 HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
@@ -70,12 +71,14 @@ $(B)/pgflags: FORCE | need
 	fi; \
 	[ "$$(cat $@ 2>/dev/null)" = "$$f" ] || printf '%s' "$$f" >$@
 
-$(B)/pgschema.h: common/pg/schema.sql
+$(B)/pgschema.h: common/pg/schema.sql common/pg/send.sql
 	@mkdir -p $(B)
 	{ printf '#define PG_SCHEMA_VERSION %s\n' \
 	    "$$(sed -n 's/^-- version: *//p' common/pg/schema.sql)"; \
 	  printf 'static const char pg_schema_sql[] =\n'; \
 	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/schema.sql; \
+	  printf ';\nstatic const char pg_send_sql[] =\n'; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/send.sql; \
 	  printf ';\n'; } > $@
 
 $(B)/schema.h: schema.sql

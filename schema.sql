@@ -190,3 +190,15 @@ CREATE VIEW events AS
 	UNION ALL
 	SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, NULL
 	    FROM delivery WHERE state = 1 AND since IS NOT NULL;
+
+-- Since version 10: how far each application's outbox has been moved
+-- (mq-send --from-outbox).  moved is the highest outbox id whose message
+-- is stored; it grows in the transaction that stores the messages, so a
+-- mover killed before it deleted those rows from the outbox deletes them
+-- unsent when it starts again.  source names the outbox: host:path.
+CREATE TABLE outbox (
+	source		TEXT PRIMARY KEY,
+	moved		INTEGER NOT NULL,
+	rows		INTEGER NOT NULL DEFAULT 0,	-- moved, ever
+	ts		INTEGER NOT NULL		-- when it last moved
+) WITHOUT ROWID;

@@ -20,9 +20,9 @@
 #define BATCH_MAX	10000
 #define BATCH_BYTES	(8 * 1048576)
 
-static const char *dbpath, *key, *topic, *dedup;
+static const char *dbpath, *key, *topic, *dedup, *outbox;
 static char *headers;	/* -H: "NAME=VALUE\n" each */
-static int quiet, unescape, delim = '\n', dedup_field, replace;
+static int quiet, unescape, delim = '\n', dedup_field, replace, follow;
 static int64_t at = -1, delay = -1, linger, ttl;	/* -1, 0: not given */
 
 struct batch {
@@ -36,7 +36,8 @@ static const char synopsis[] =
     "usage: mq-send [-0eq] [-d FILE] [-H NAME=VALUE ...] [-k KEY [--replace]]\n"
     "               [--whole] [--delay DUR | --at TIME]\n"
     "               [--dedup ID | --dedup-field N] [--linger DUR] [--ttl DUR]\n"
-    "               TOPIC [MESSAGE ...]\n";
+    "               TOPIC [MESSAGE ...]\n"
+    "       mq-send [-fq] [-d FILE] --from-outbox APPDB\n";
 static const char *const help[] = {
 	"-0, --null",		"read NUL-terminated records, not lines",
 	"--at TIME",		"deliver no earlier than TIME",
@@ -44,6 +45,8 @@ static const char *const help[] = {
 	"--dedup-field N",	"take each record's dedup id from tab field N",
 	"--delay DUR",		"deliver no earlier than DUR from now",
 	"-e, --escapes",	"decode C escapes in each message",
+	"-f, --follow",		"with --from-outbox: keep moving new rows",
+	"--from-outbox APPDB",	"move the rows of APPDB's outbox table into mq",
 	"-H, --header NAME=VALUE", "give the messages header NAME",
 	"-k, --key KEY",	"give the messages KEY",
 	"--linger DUR",		"let a batch from stdin wait DUR for more",
@@ -181,29 +184,28 @@ main(int argc, char *argv[])
 		{ "dedup-field", required_argument, NULL, 'U' },
 		{ "replace", no_argument, NULL, 'r' },
 		{ "ttl", required_argument, NULL, 't' },
+		{ "from-outbox", required_argument, NULL, 'O' },
+		{ "follow", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mq *q;
 	struct batch b;
+	size_t n;
+	char *p;
 	int c, i, whole = 0;
 
 	mq_begin(argv, synopsis, help);
-	while ((c = getopt_long(argc, argv, "0d:eH:hk:qV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "0d:efH:hk:qV", opts, NULL)) != -1) {
 		switch (c) {
 		case '0': delim = '\0'; break;
 		case 'd': dbpath = optarg; break;
 		case 'e': unescape = 1; break;
+		case 'f': follow = 1; break;
 		case 'H': mq_header_arg(&headers, optarg, 1); break;
-		case 'k':
-			if (!*optarg || strlen(optarg) > 1024 ||
-			    !mq_utf8_valid((unsigned char *)optarg,
-			    strlen(optarg)))
-				mq_usage_err("invalid key: want 1-1024 "
-				    "bytes of UTF-8");
-			key = optarg;
-			break;
+		case 'k': key = mq_key_arg(optarg, 1, "key"); break;
+		case 'O': outbox = optarg; break;
 		case 'q': quiet = 1; break;
 		case 'r': replace = 1; break;
 		case 'W': whole = 1; break;
@@ -214,14 +216,8 @@ main(int argc, char *argv[])
 			if ((ttl = mq_duration_arg(optarg, "ttl")) < 1)
 				mq_usage_err("invalid ttl: must be above zero");
 			break;
-		case 'u':
-			if (!*optarg || strlen(optarg) > 1024)
-				mq_usage_err("invalid dedup id: want 1-1024 "
-				    "bytes");
-			dedup = optarg;
-			break;
-		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000,
-			      "field number");
+		case 'u': dedup = mq_key_arg(optarg, 0, "dedup id"); break;
+		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000, "field");
 			  break;
 		case 'h': mq_help();
 		case 'V': mq_version(); break;
@@ -230,6 +226,15 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
+	if (outbox && (argc || key || headers || dedup || dedup_field || whole ||
+	    replace || unescape || delay >= 0 || at >= 0 || linger || ttl ||
+	    delim != '\n'))
+		mq_usage_err("--from-outbox takes no TOPIC, MESSAGE or message "
+		    "options: each row has its own");
+	if (outbox)
+		return mq_outbox_send(dbpath, outbox, follow, quiet);
+	if (follow)
+		mq_usage_err("-f follows an outbox: give --from-outbox APPDB");
 	if (argc < 1)
 		mq_usage_err("missing TOPIC");
 	if (delay >= 0 && at >= 0)
@@ -243,28 +248,23 @@ main(int argc, char *argv[])
 		mq_usage_err("-0 and --whole read stdin: give no "
 		    "MESSAGE arguments");
 	if (dedup && dedup_field)
-		mq_usage_err("--dedup and --dedup-field exclude each "
-		    "other");
+		mq_usage_err("--dedup and --dedup-field exclude each other");
 	if (dedup && argc != 2 && !whole)
 		mq_usage_err("--dedup ID names one message: give one "
 		    "MESSAGE or --whole (--dedup-field for a stream)");
 	if (dedup_field && argc != 1)
 		mq_usage_err("--dedup-field reads stdin: give no MESSAGE "
 		    "arguments");
-
-	q = mq_open(dbpath, MQ_WRITE);
-	if (argc == 1) {
+	if ((q = mq_open(dbpath, MQ_WRITE)) && argc == 1) {
 		from_stdin(q);
 	} else {
 		memset(&b, 0, sizeof b);
 		b.rec = mq_array(NULL, argc - 1, sizeof *b.rec);
 		b.sent = mq_array(NULL, argc - 1, sizeof *b.sent);
 		for (i = 1; i < argc; i++) {
-			size_t n = strlen(argv[i]);
-
-			char *body = mq_record_decode(argv[i], &n, unescape);
-
-			add(&b, body, n);
+			n = strlen(argv[i]);
+			p = mq_record_decode(argv[i], &n, unescape);
+			add(&b, p, n);
 		}
 		flush(q, &b);
 		free(b.rec);

@@ -6,7 +6,7 @@
  *   group TOPIC GROUP [options]    group-delete [--force] TOPIC GROUP
  *   cancel TOPIC OFFSET... [options]
  *   delay TOPIC OFFSET... --at TIME|--delay DUR [options]
- *   backup FILE
+ *   backup FILE                    outbox-init APPDB
  *
  * Every change is one operation of the storage interface; settings are
  * checked before the database is opened for writing (admin.c holds the
@@ -40,6 +40,7 @@ static const char synopsis[] =
     "                [-g GROUP] TOPIC OFFSET... | -k KEY TOPIC | "
     "--dedup ID TOPIC\n"
     "       mq-topic [-d FILE] backup FILE\n"
+    "       mq-topic outbox-init APPDB\n"
     "keys: retention=DUR|none dedup-window=DUR max-size=BYTES "
     "paused=WHEN|no\n      ttl=DUR|none\n";
 static const char *const help[] = {
@@ -161,6 +162,11 @@ main(int argc, char *argv[])
 	} else if (!strcmp(cmd, "cancel") || !strcmp(cmd, "delay")) {
 		q = mq_topic_mark(dbpath, *cmd == 'c' ? MQ_CANCEL : MQ_DELAY,
 		    force, argc, argv);
+	} else if (!strcmp(cmd, "outbox-init")) {
+		if (argc != 2)
+			mq_usage_err("outbox-init takes one APPDB");
+		mq_outbox_init(argv[1]);	/* the application's, not mq's */
+		return mq_finish();
 	} else if (!strcmp(cmd, "group-delete")) {
 		if (argc != 3)
 			mq_usage_err("group-delete takes TOPIC GROUP");
@@ -171,8 +177,8 @@ main(int argc, char *argv[])
 		    argv[2], &h);
 	} else {
 		mq_usage_err("unknown command '%s': want create, list, "
-		    "show, set, delete, group, group-delete, cancel, delay or "
-		    "backup", cmd);
+		    "show, set, delete, group, group-delete, cancel, delay, "
+		    "backup or outbox-init", cmd);
 	}
 	mq_close(q);
 	return mq_finish();

@@ -181,6 +181,12 @@ mq_append(struct mq *q, struct mq_append *a, const struct mq_rec *r,
 }
 
 int
+mq_outbox_move(struct mq *q, struct mq_outbox *o)
+{
+	return o->n ? q->be->outbox(q, o) : 0;
+}
+
+int
 mq_claim(struct mq *q, const struct mq_claim *c, struct mq_msg *out, int max,
     int64_t *next_due)
 {

@@ -61,6 +61,7 @@ struct mq_backend {
 	/* messages */
 	int	(*append)(struct mq *, struct mq_append *,
 		    const struct mq_rec *, size_t, struct mq_sent *);
+	int	(*outbox)(struct mq *, struct mq_outbox *);
 	int	(*claim)(struct mq *, const struct mq_claim *, struct mq_msg *,
 		    int, int64_t *);
 	void	(*settle)(struct mq *, struct mq_settle *, size_t);

@@ -55,6 +55,8 @@ int	 mq_parse_duration(const char *s, int64_t *ms);
 int	 mq_parse_time(const char *s, int64_t now, int64_t *ms);
 int	 mq_valid_name(const char *s);
 const char *mq_name_arg(const char *s, const char *what);
+int	 mq_valid_key(const void *p, size_t n, int utf8);
+const char *mq_key_arg(const char *s, int utf8, const char *what);
 int64_t	 mq_duration_arg(const char *s, const char *what);
 int64_t	 mq_time_arg(const char *s, const char *what);
 int64_t	 mq_pause_arg(const char *s);
@@ -143,6 +145,7 @@ enum {
 	MQ_E_HELD	= -3,	/* would delete messages a group has not settled */
 	MQ_E_TOOBIG	= -4,	/* a message over the topic's size limit */
 	MQ_E_NOMSG	= -5,	/* no message at that offset */
+	MQ_E_BEHIND	= -6,	/* an outbox's ids went back (mq_outbox_move) */
 };
 
 #define MQ_KEEP			INT64_MIN	/* a setting left as it is */
@@ -272,6 +275,48 @@ struct mq_sent {
 };
 int	 mq_append(struct mq *, struct mq_append *, const struct mq_rec *,
 	    size_t n, struct mq_sent *);
+
+/*
+ * Moving rows of an application's outbox (outbox.c), one transaction:
+ * the rows above the source's mark are appended, each with its own
+ * topic and settings, and the mark goes up to the last row's id.  Rows
+ * at or below it were moved before: sent[i].off is 0 for them.  When
+ * the mark is above seq (the largest id the source has handed out),
+ * nothing is done: MQ_E_BEHIND, the mark in moved.
+ */
+struct mq_outrow {
+	int64_t		 id;
+	struct mq_append a;		/* topic, key, delay, at, ttl */
+	struct mq_rec	 r;		/* body, dedup */
+};
+struct mq_outbox {
+	const char	*source;
+	int64_t		 seq;
+	struct mq_outrow *rows;		/* in order of id */
+	size_t		 n;
+	struct mq_sent	*sent;		/* out: one per row */
+	int64_t		 moved;		/* out: the mark */
+	size_t		 bad;		/* out, with MQ_E_TOOBIG: which row */
+	int64_t		 max_size;	/* out, with MQ_E_TOOBIG */
+};
+int	 mq_outbox_move(struct mq *, struct mq_outbox *);
+
+/* sqlite/appdb.c: an application's outbox table, in its own SQLite file */
+struct mq_appdb;
+struct mq_appdb *mq_appdb_open(const char *path, int create);
+const char *mq_appdb_source(struct mq_appdb *);
+int	 mq_appdb_read(struct mq_appdb *, struct mq_outrow *, int max,
+	    size_t max_bytes, int64_t *seq);
+int64_t	 mq_appdb_seq(struct mq_appdb *);
+void	 mq_appdb_delete(struct mq_appdb *, int64_t upto);
+int	 mq_appdb_changed(struct mq_appdb *);
+void	 mq_appdb_close(struct mq_appdb *);
+void	 mq_outrows_free(struct mq_outrow *, int n);
+
+/* outbox.c: mq-send --from-outbox, mq-topic outbox-init */
+int	 mq_outbox_send(const char *db, const char *appdb, int follow,
+	    int quiet);
+void	 mq_outbox_init(const char *appdb);
 
 /* Claiming: up to max messages for a group, creating both on first use. */
 struct mq_claim {

@@ -101,10 +101,10 @@ _mq() {
 	case $cmd in
 	mq-send)
 		argopts='-d --db -H --header -k --key --delay --at --linger --dedup
-		    --dedup-field --ttl'
-		opts='-0 -d -e -H -h -k -q -V --null --db --escapes --header
-		    --help --key --quiet --version --whole --delay --at --linger
-		    --dedup --dedup-field --replace --ttl' ;;
+		    --dedup-field --ttl --from-outbox'
+		opts='-0 -d -e -f -H -h -k -q -V --null --db --escapes --follow
+		    --header --help --key --quiet --version --whole --delay --at
+		    --linger --dedup --dedup-field --replace --ttl --from-outbox' ;;
 	mq-recv)
 		argopts='-d --db -g --group -j --jobs -n --count -w --wait --lease
 		    --format --from --timeout --max-time'
@@ -183,7 +183,7 @@ _mq() {
 
 	# option arguments
 	case $prev in
-	-d|--db)
+	-d|--db|--from-outbox)
 		_mq_files
 		return ;;
 	-g|--group)
@@ -223,9 +223,9 @@ _mq() {
 				_mq_reply "$opts"
 			else
 				_mq_reply 'create list show set delete group group-delete
-				    cancel delay backup'
+				    cancel delay backup outbox-init'
 			fi ;;
-		backup)
+		backup|outbox-init)
 			((npos == 1)) && _mq_files ;;
 		cancel|delay)
 			if [[ $cur == -* ]]; then

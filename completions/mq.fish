@@ -106,6 +106,8 @@ complete -c mq-send -l at -x -a "$times" -d 'deliver no earlier than TIME'
 complete -c mq-send -l linger -x -d 'let a batch wait DUR for more'
 complete -c mq-send -l dedup -x -d 'drop the message if ID came within the window'
 complete -c mq-send -l dedup-field -x -d 'take the dedup id from tab field N'
+complete -c mq-send -l from-outbox -r -F -d "move the rows of APPDB's outbox table into mq"
+complete -c mq-send -s f -l follow -d 'with --from-outbox: keep moving new rows'
 
 # mq-recv TOPIC [-- COMMAND [ARG...]]
 set -l a -d --db -g --group -j --jobs -n --count -w --wait --lease --format --from --timeout --max-time
@@ -208,6 +210,7 @@ complete -c mq-topic -n $sub -a group-delete -d 'delete a consumer group'
 complete -c mq-topic -n $sub -a cancel -d 'settle messages as cancelled'
 complete -c mq-topic -n $sub -a delay -d 'make messages due at another time'
 complete -c mq-topic -n $sub -a backup -d 'copy the database to a new file'
+complete -c mq-topic -n $sub -a outbox-init -d 'make the outbox table in an application database'
 set -l is "__fish_seen_subcommand_from"
 complete -c mq-topic -n "$is show set delete group group-delete cancel delay; and __mq_nop 1 $a" -a '(__mq_topics)' -d topic
 complete -c mq-topic -n "$is group group-delete; and __mq_nop 2 $a" -a "(__mq_groups (__mq_operands $a)[2])" -d group

@@ -195,11 +195,11 @@ not_mq() {
 }
 
 # endless CMD: CMD runs until something stops it (so timeout(1) does,
-# and that counts as working): it follows a file or a topic, loops for
-# ever, watches, or leaves a job in the background (which the run waits
-# for).
+# and that counts as working): it follows a file, a topic or an outbox,
+# loops for ever, watches, or leaves a job in the background (which the
+# run waits for).
 endless() {
-	local follow='mq-(recv|replay)([[:space:]][^|;&]*)?[[:space:]](-f|--follow)([[:space:]]|$)'
+	local follow='mq-(recv|replay|send)([[:space:]][^|;&]*)?[[:space:]](-f|--follow)([[:space:]]|$)'
 	[[ $1 =~ $follow ]] && return 0
 	[[ $1 =~ (^|[[:space:]])tail[[:space:]]+-[fF]([[:space:]]|$) ]] && return 0
 	[[ $1 =~ while[[:space:]]+(:|true|sleep[[:space:]]) ]] && return 0

@@ -66,8 +66,12 @@ dump() {
 	[ -n "$acked" ]
 	mq-topic group t h >/dev/null
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
-	# grp.timeout, no grp.cancelled, no time to live, no headers
-	sql "ALTER TABLE grp DROP COLUMN settled_ts;
+	# grp.timeout, no grp.cancelled, no time to live, no headers, no
+	# outbox nor send()
+	sql "DROP TABLE outbox; DROP FUNCTION send(text, bytea, text, interval,
+	    timestamptz, text, interval); DROP FUNCTION send(text, text, text,
+	    interval, timestamptz, text, interval);
+	    ALTER TABLE grp DROP COLUMN settled_ts;
 	    ALTER TABLE grp DROP COLUMN paused_until;
 	    ALTER TABLE grp DROP COLUMN timeout;
 	    ALTER TABLE grp DROP COLUMN cancelled;
@@ -86,6 +90,10 @@ dump() {
 	assert_output 7
 	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
+	run -0 sql "SELECT count(*) FROM outbox"
+	assert_output 0
+	run -0 sql "BEGIN; SELECT send('t', 'three'); ROLLBACK"
+	assert_output 3
 	# and kept from then on; messages carry headers again
 	run -0 mq-recv -A -g h t
 	run -0 mq-send -H a=1 t three

@@ -46,6 +46,7 @@ static const struct mq_backend pg_backend = {
 	.group_delete = pg_group_delete,
 	.snapshot = pg_snapshot,
 	.append = pg_append,
+	.outbox = pg_outbox,
 	.claim = pg_claim,
 	.settle = pg_settle,
 	.read = pg_read,
@@ -644,11 +645,25 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl bigint; "
 	"ALTER TABLE msg ADD COLUMN expires bigint; "
 	"ALTER TABLE grp ADD COLUMN lapsed bigint NOT NULL DEFAULT 0",
-	/* 6 -> 7: message headers */
-	"ALTER TABLE msg ADD COLUMN headers text",
+	/* 6 -> 7: message headers; how far each outbox has been moved;
+	   send() (send.sql) */
+	"ALTER TABLE msg ADD COLUMN headers text; "
+	"CREATE TABLE outbox (source text PRIMARY KEY, moved bigint NOT NULL, "
+	"rows bigint NOT NULL DEFAULT 0, ts bigint NOT NULL)",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");
+
+/* Makes (or remakes) send() of send.sql, in the transaction under way. */
+static void
+send_fn(struct pgq *q, const char *what)
+{
+	PGresult *r = PQexec(q->conn, pg_send_sql);
+
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		pg_die(q, r, what);
+	PQclear(r);
+}
 
 /*
  * Brings an older schema up to date, in one transaction under the lock
@@ -680,6 +695,8 @@ migrate(struct pgq *q)
 				pg_die(q, r, "cannot migrate schema");
 			PQclear(r);
 		}
+		if (v < PG_SCHEMA_VERSION)	/* send() as this version has it */
+			send_fn(q, "cannot migrate schema");
 		if (!(r = pg_q(q, "cannot migrate schema", "UPDATE mq_meta "
 		    "SET value = $1 WHERE key = 'version'", 1,
 		    pg_int(q, PG_SCHEMA_VERSION))))
@@ -751,6 +768,7 @@ schema(struct pgq *q)
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			pg_die(q, r, "cannot create schema");
 		PQclear(r);
+		send_fn(q, "cannot create schema");
 		r = pg_q(q, "cannot create schema", "INSERT INTO mq_meta "
 		    "(key, value) VALUES ('app', 'mq'), ('version', $1), "
 		    "('lockspace', $2)", 2, pg_int(q, PG_SCHEMA_VERSION),

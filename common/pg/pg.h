@@ -5,7 +5,8 @@
  * Files: pg.c (connecting, the schema, statements, transactions, errors,
  * the table of operations), topic.c (topics, groups, counts, consumers),
  * deliver.c (append, claim, settle, consumer liveness), mark.c (cancel,
- * delay), log.c (reading, moving, redriving, tracing, purging), wait.c
+ * delay), outbox.c (moving an outbox's rows, through send.sql's
+ * send()), log.c (reading, moving, redriving, tracing, purging), wait.c
  * (LISTEN/NOTIFY).
  *
  * Every operation is one transaction (READ COMMITTED) that locks rows in
@@ -154,6 +155,7 @@ int	 pg_consumers(struct mq *, const char *, const char *,
 
 int	 pg_append(struct mq *, struct mq_append *, const struct mq_rec *,
 	    size_t, struct mq_sent *);
+int	 pg_outbox(struct mq *, struct mq_outbox *);
 int	 pg_claim(struct mq *, const struct mq_claim *, struct mq_msg *, int,
 	    int64_t *);
 void	 pg_settle(struct mq *, struct mq_settle *, size_t);

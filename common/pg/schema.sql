@@ -8,6 +8,7 @@
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
+-- The function send() (send.sql) is made after these.
 
 CREATE TABLE mq_meta (
 	key		text PRIMARY KEY,
@@ -144,3 +145,13 @@ CREATE VIEW events AS
 	UNION ALL
 	SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, NULL
 	    FROM delivery WHERE state = 1 AND since IS NOT NULL;
+
+-- Since version 7: how far each application's outbox has been moved
+-- (mq-send --from-outbox), as in the SQLite schema.  A mover locks its
+-- source's row to the commit: movers of one outbox go one at a time.
+CREATE TABLE outbox (
+	source		text PRIMARY KEY,
+	moved		bigint NOT NULL,
+	rows		bigint NOT NULL DEFAULT 0,
+	ts		bigint NOT NULL
+);

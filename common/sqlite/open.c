@@ -94,8 +94,10 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl INTEGER;"
 	"ALTER TABLE msg ADD COLUMN expires INTEGER;"
 	"ALTER TABLE grp ADD COLUMN lapsed INTEGER NOT NULL DEFAULT 0;",
-	/* 9 -> 10: message headers */
-	"ALTER TABLE msg ADD COLUMN headers TEXT;",
+	/* 9 -> 10: message headers; how far each outbox has been moved */
+	"ALTER TABLE msg ADD COLUMN headers TEXT;"
+	"CREATE TABLE outbox (source TEXT PRIMARY KEY, moved INTEGER NOT NULL, "
+	"rows INTEGER NOT NULL DEFAULT 0, ts INTEGER NOT NULL) WITHOUT ROWID;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");
@@ -1017,6 +1019,12 @@ int
 sq_status_of_errno(int eno)
 {
 	return status_of_errno(eno);
+}
+
+int
+sq_status_of(int rc, int eno)
+{
+	return status_of(rc, eno);
 }
 
 void

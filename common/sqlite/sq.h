@@ -74,6 +74,7 @@ int64_t	 sq_int(struct sq *, const char *sql, int64_t dflt, int nargs, ...);
 char	*sq_text(sqlite3_stmt *, int col);
 void	 sq_copy(sqlite3_stmt *, int col, char *buf, size_t len);
 int	 sq_status_of_errno(int);
+int	 sq_status_of(int rc, int eno);
 void	 sq_sync_dir(const char *path);
 void	 sq_begin(struct sq *);
 void	 sq_begin_read(struct sq *);
@@ -157,6 +158,7 @@ int	 sq_consumers(struct mq *, const char *, const char *,
 
 int	 sq_append(struct mq *, struct mq_append *, const struct mq_rec *,
 	    size_t, struct mq_sent *);
+int	 sq_outbox(struct mq *, struct mq_outbox *);
 int	 sq_claim(struct mq *, const struct mq_claim *, struct mq_msg *, int,
 	    int64_t *);
 void	 sq_settle(struct mq *, struct mq_settle *, size_t);

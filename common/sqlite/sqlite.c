@@ -1,7 +1,7 @@
 /*
  * sqlite.c: the SQLite backend as the storage interface sees it: its
  * table of operations (backend.h), implemented in topic.c, deliver.c,
- * log.c, mark.c, backup.c and wait.c.  Nothing else in this folder refers to the table, so
+ * log.c, mark.c, outbox.c, backup.c and wait.c.  Nothing else in this folder refers to the table, so
  * those files depend on open.c and engine.c, never the other way.
  */
 #include "sq.h"
@@ -20,6 +20,7 @@ static const struct mq_backend sqlite_backend = {
 	.group_delete = sq_group_delete,
 	.snapshot = sq_snapshot,
 	.append = sq_append,
+	.outbox = sq_outbox,
 	.claim = sq_claim,
 	.settle = sq_settle,
 	.read = sq_read,

@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# 074-outbox.bats: the transactional outbox.  mq-topic outbox-init makes
+# the table mq_outbox in the application's own SQLite file (APPDB);
+# mq-send --from-outbox APPDB moves its rows into mq, once or following
+# it (-f); each row is one message, exactly once, even when the mover is
+# killed at any moment.  On PostgreSQL, send() stores a message in the
+# caller's transaction.
+
+# shellcheck disable=SC2154 # stderr: set by run --separate-stderr
+load test_helper
+bats_require_minimum_version 1.5.0
+
+teardown() {
+	kill_bg
+}
+
+# app SQL: run SQL on the application's database, app.db.
+app() {
+	sqlite3 -cmd '.timeout 30000' app.db "$1"
+}
+
+# one_error PROG: the last run printed exactly one line on stderr, from
+# PROG (a usage error adds the synopsis after it).
+one_error() {
+	local e=${stderr%%$'\n'usage: *}
+	[[ $e != *$'\n'* ]] || fail "want one line on stderr, got: $stderr"
+	[[ $e == "$1: "* ]] || fail "want a line from $1, got: $stderr"
+}
+
+# bodies TOPIC: the bodies of TOPIC's messages, in order of offset, one a
+# line.
+bodies() {
+	sql "SELECT $(txt body) FROM msg WHERE topic = (SELECT id FROM topic
+	    WHERE name = '$1') ORDER BY off"
+}
+
+# has TOPIC BODY: TOPIC has a message BODY (for wait_for).
+has() {
+	bodies "$1" 2>/dev/null | grep -qx "$2"
+}
+
+@test "outbox-init makes the outbox table, AUTOINCREMENT, and again changes nothing" {
+	run -0 mq-topic outbox-init app.db
+	assert_output ""
+	run -0 app "SELECT sql FROM sqlite_master WHERE name = 'mq_outbox'"
+	assert_output --partial "id	INTEGER PRIMARY KEY AUTOINCREMENT"
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	run -0 mq-topic outbox-init app.db
+	run -0 app "SELECT id, topic, body FROM mq_outbox"
+	assert_output "1|t|a"
+	no_db	# mq's database is not APPDB: nothing made there
+}
+
+@test "one shot: each row becomes a message of its topic, with its settings, and leaves the outbox" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('orders', 'order 1042 paid');
+	    INSERT INTO mq_outbox (topic, body, key) VALUES ('mail', 'receipt 1042', 'c7');
+	    INSERT INTO mq_outbox (topic, body, delay, ttl) VALUES ('orders', 'remind', '5m', 3600000);
+	    INSERT INTO mq_outbox (topic, body, dedup) VALUES ('orders', 'once', 'pay-1042')"
+	run -0 mq-send --from-outbox app.db
+	assert_output "$(printf '1\torders\t1\n2\tmail\t1\n3\torders\t2\n4\torders\t3')"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+	run -0 bodies orders
+	assert_output "$(printf 'order 1042 paid\nremind\nonce')"
+	run -0 sql "SELECT key FROM msg WHERE key IS NOT NULL"
+	assert_output c7
+	run -0 sql "SELECT due - ts, expires - ts FROM msg WHERE $(txt body) = 'remind'"
+	assert_output "300000|3600000"
+	run -0 sql "SELECT off FROM dedup WHERE id = 'pay-1042'"
+	assert_output 3
+	# the row's id is the dedup id of a row without one, named by its outbox
+	run -0 sql "SELECT count(*) FROM dedup WHERE id LIKE '1@%:$PWD/app.db'"
+	assert_output 1
+	run -0 sql "SELECT moved, rows FROM outbox"
+	assert_output "4|4"
+	# nothing left: nothing printed, nothing changed
+	before=$(db_state)
+	run -0 mq-send --from-outbox app.db
+	assert_output ""
+	assert_equal "$(db_state)" "$before"
+	# -q prints nothing
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('mail', 'x')"
+	run -0 mq-send -q --from-outbox app.db
+	assert_output ""
+	assert_equal "$(bodies mail | tail -1)" x
+}
+
+@test "rows at or below the mark were moved by a mover killed before it deleted them: deleted, not sent again" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a'), ('t', 'b')"
+	mq-send -q --from-outbox app.db
+	# as a mover killed between mq's commit and its delete leaves them
+	app "INSERT INTO mq_outbox (id, topic, body) VALUES (1, 't', 'a'), (2, 't', 'b');
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c')"
+	run -0 mq-send --from-outbox app.db
+	assert_output "$(printf '3\tt\t3')"
+	run -0 bodies t
+	assert_output "$(printf 'a\nb\nc')"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
+@test "an APPDB whose ids went back below the mark (made again) is refused, nothing changed" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a'), ('t', 'b')"
+	mq-send -q --from-outbox app.db
+	rm -f app.db app.db-wal app.db-shm
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'new')"
+	before=$(db_state)
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "its ids went back to 1, below the 2 moved already"
+	assert_equal "$(db_state)" "$before"
+	run -0 app "SELECT body FROM mq_outbox"
+	assert_output new
+}
+
+@test "a bad APPDB or not an outbox: one line, its status, nothing changed" {
+	check() {
+		local status=$1 what=$2; shift 2
+		local sum
+		sum=$(md5sum "$what" 2>/dev/null || true)
+		run "-$status" --separate-stderr "$@"
+		one_error "${1##*/}"
+		assert_output ""
+		no_db
+		assert_equal "$(md5sum "$what" 2>/dev/null || true)" "$sum"
+	}
+	check 66 none.db mq-send --from-outbox none.db
+	stderr_has "cannot open outbox none.db: No such file"
+	[ ! -e none.db ]
+	echo "not a database at all, not even close, no no no no no no no no no" >junk.db
+	check 65 junk.db mq-send --from-outbox junk.db
+	stderr_has "not an outbox: junk.db"
+	check 65 junk.db mq-topic outbox-init junk.db
+	mkdir dir.db
+	check 65 dir.db mq-send --from-outbox dir.db
+	stderr_has "not a regular file"
+	sqlite3 other.db "CREATE TABLE orders (id INTEGER PRIMARY KEY)"
+	check 66 other.db mq-send --from-outbox other.db
+	stderr_has "no table mq_outbox (mq-topic outbox-init makes it)"
+	# ids that a delete would hand out again: refused, by both
+	sqlite3 plain.db "CREATE TABLE mq_outbox (id INTEGER PRIMARY KEY,
+	    topic TEXT, body BLOB); INSERT INTO mq_outbox VALUES (1, 't', 'a')"
+	check 65 plain.db mq-send --from-outbox plain.db
+	stderr_has "id is not INTEGER PRIMARY KEY AUTOINCREMENT"
+	check 65 plain.db mq-topic outbox-init plain.db
+	sqlite3 nobody.db "CREATE TABLE mq_outbox (id INTEGER PRIMARY KEY
+	    AUTOINCREMENT, topic TEXT)"
+	check 65 nobody.db mq-send --from-outbox nobody.db
+	stderr_has "lacks a body column"
+	# usage: the rows carry topic and settings
+	mq-topic outbox-init app.db
+	for args in "t" "-k k" "--dedup x" "--ttl 1s" "--delay 1s" "--whole" "-0"; do
+		# shellcheck disable=SC2086 # one option and its argument
+		run -64 --separate-stderr mq-send --from-outbox app.db $args
+		stderr_has "--from-outbox takes no TOPIC, MESSAGE or message options"
+	done
+	run -64 --separate-stderr mq-send -f t m
+	stderr_has "-f follows an outbox"
+	run -64 --separate-stderr mq-topic outbox-init
+	stderr_has "outbox-init takes one APPDB"
+	no_db
+}
+
+@test "a row that cannot be a message stops the move before its batch is stored: 65, names the row" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'fine');
+	    INSERT INTO mq_outbox (topic, body) VALUES ('no/such', 'x')"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 2: invalid topic 'no/such'"
+	no_db
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 2
+	app "DELETE FROM mq_outbox WHERE id = 2;
+	    INSERT INTO mq_outbox (topic, body, delay) VALUES ('t', 'x', 'soon')"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	stderr_has "row 3: invalid delay 'soon'"
+	app "DELETE FROM mq_outbox WHERE id = 3;
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', zeroblob(1048577))"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 4: message of 1048577 bytes refused: over the size limit"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 2
+	run -0 sql "SELECT (SELECT count(*) FROM topic), (SELECT count(*) FROM msg)"
+	assert_output "0|0"
+}
+
+@test "-f follows the outbox: a committed row is moved at once; SIGTERM ends it with 0" {
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'before')"
+	bg out mq-send -f --from-outbox app.db
+	pid=$BG
+	wait_for 15 has t before
+	for i in 1 2 3; do
+		after_look "$pid"
+		app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'm$i')"
+		wait_for 15 has t "m$i"
+	done
+	# a rolled-back row is never seen
+	app "BEGIN; INSERT INTO mq_outbox (topic, body) VALUES ('t', 'gone'); ROLLBACK"
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'last')"
+	wait_for 15 has t last
+	kill -TERM "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	run -0 bodies t
+	assert_output "$(printf 'before\nm1\nm2\nm3\nlast')"
+	run -0 cut -f 3 out
+	assert_output "$(printf '1\n2\n3\n4\n5')"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
+@test "a mover killed (SIGKILL) at random points while the app inserts: every row is exactly one message, in order" {
+	seed_random
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	# the application: 400 rows over two topics, some in transactions
+	# of several rows, one sqlite3 process per transaction
+	bash -c 'for i in $(seq 1 4 400); do
+		sqlite3 -cmd ".timeout 30000" app.db "BEGIN;
+		    INSERT INTO mq_outbox (topic, body) VALUES (\"t\", \"r$i\");
+		    INSERT INTO mq_outbox (topic, body) VALUES (\"u\", \"r$((i + 1))\");
+		    INSERT INTO mq_outbox (topic, body) VALUES (\"t\", \"r$((i + 2))\");
+		    COMMIT;
+		    INSERT INTO mq_outbox (topic, body) VALUES (\"u\", \"r$((i + 3))\");" || exit 1
+	done' >app.out 2>&1 3>&- &
+	appid=$!
+	echo "$appid" >>"$BATS_TEST_TMPDIR/pids"
+	kills=0
+	while ! gone "$appid" || [ "$kills" -lt 20 ]; do
+		if (( RANDOM % 2 )); then
+			bg mover.out mq-send -q -f --from-outbox app.db
+		else
+			bg mover.out mq-send -q --from-outbox app.db
+		fi
+		sleep "0.0$(( RANDOM % 100 ))"
+		kill -9 "$BG" 2>/dev/null || true
+		wait "$BG" 2>/dev/null || true
+		kills=$((kills + 1))
+		[ "$kills" -lt 500 ] || fail "the application did not finish (seed $SEED)"
+	done
+	finish "$appid" 60
+	assert_equal "$ST" 0
+	mq-send -q --from-outbox app.db
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+	# every row once, each topic's in the order of the outbox ids,
+	# offsets dense from 1
+	assert_equal "$(bodies t)" "$(for i in $(seq 1 4 400); do echo "r$i"; echo "r$((i + 2))"; done)"
+	assert_equal "$(bodies u)" "$(for i in $(seq 1 4 400); do echo "r$((i + 1))"; echo "r$((i + 3))"; done)"
+	run -0 sql "SELECT t.name, count(*), min(off), max(off) FROM msg JOIN topic t
+	    ON t.id = msg.topic GROUP BY t.name ORDER BY t.name"
+	assert_output "$(printf 't|200|1|200\nu|200|1|200')"
+	run -0 sql "SELECT moved, rows FROM outbox"
+	assert_output "400|400"
+	echo "$kills kills (seed $SEED)"
+	db_intact
+}
+
+@test "PostgreSQL: send() in the caller's transaction: rolled back, no message; committed, stored and a waiting consumer woken" {
+	[ -n "$PG" ] || skip "PostgreSQL only: send() is its SQL function"
+	mq-send -q t first
+	mq-topic group t g >/dev/null
+	recv_ack g
+	run -0 sql "BEGIN; SELECT send('t', 'not this'); ROLLBACK;"
+	run -0 sql "SELECT count(*) FROM msg"
+	assert_output 1
+	bg got mq-recv -g g -w 60s --format '%o %k %b\n' t
+	pid=$BG
+	after_look "$pid"
+	start=$(now_ms)
+	run -0 sql "BEGIN; SELECT send('t', 'order 1042 paid', key => 'o1'); COMMIT;"
+	finish "$pid" 60
+	assert_equal "$ST" 0
+	assert_equal "$(cat got)" "2 o1 order 1042 paid"
+	# woken by the commit's NOTIFY, not the 5s look
+	[ $(( $(now_ms) - start )) -lt 4000 ] || fail "took $(( $(now_ms) - start ))ms"
+	# a bytea body, a dedup id seen before, the topic's size limit
+	run -0 sql "SELECT send('t', '\\x00ff'::bytea, dedup => 'd1'), send('t', 'again', dedup => 'd1')"
+	assert_output "3|3"
+	run -0 sql "SELECT hex(body) FROM msg WHERE off = 3"
+	assert_output 00FF
+	mq-topic set t max-size=10
+	run -1 sql "SELECT send('t', 'eleven byte')"
+	[[ $output == *"over the size limit of 10 bytes of topic t"* ]]
+	run -0 sql "SELECT send('u', 'new', delay => '1 minute')"
+	assert_output 1
+	run -0 sql "SELECT due - ts FROM msg WHERE topic = (SELECT id FROM topic
+	    WHERE name = 'u')"
+	assert_output 60000
+}
