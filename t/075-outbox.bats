@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# 074-outbox.bats: the transactional outbox.  mq-topic outbox-init makes
+# 075-outbox.bats: the transactional outbox.  mq-topic outbox-init makes
 # the table mq_outbox in the application's own SQLite file (APPDB);
 # mq-send --from-outbox APPDB moves its rows into mq, once or following
 # it (-f); each row is one message, exactly once, even when the mover is
