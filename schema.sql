@@ -5,7 +5,7 @@
 -- read by the build).  Older files are brought up to date by the steps in
 -- common/sqlite/open.c; a file with a newer version is refused.
 --
--- version: 9
+-- version: 10
 --
 -- Times are milliseconds since the Unix epoch.  Offsets start at 1 per topic
 -- and are never reused, even after a purge.
@@ -50,6 +50,8 @@ CREATE TABLE msg (
 	-- since version 9: no group hands it out from this time on (it
 	-- lapses); NULL: never
 	expires		INTEGER,
+	-- since version 10: the dedup id it was sent with; NULL: none
+	dedup		TEXT,
 	PRIMARY KEY (topic, off)
 ) WITHOUT ROWID;
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
@@ -98,6 +100,13 @@ CREATE TABLE grp (
 	-- since version 9: messages settled because their time to live
 	-- ran out before the group handed them out
 	lapsed		INTEGER NOT NULL DEFAULT 0,
+	-- since version 10: idempotent consumption (mq-topic group
+	-- --idempotent-by): what names a message's business id ('dedup',
+	-- 'key' or 'field:N'; NULL: off), how long a settled one is
+	-- remembered (ms), and the messages settled as duplicates
+	idem		TEXT,
+	idem_window	INTEGER NOT NULL DEFAULT 86400000,
+	duplicates	INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 
@@ -127,11 +136,28 @@ CREATE TABLE delivery (
 	since		INTEGER,
 	host		TEXT,
 	pid		INTEGER,
+	-- since version 10: the message's business id, in a group with
+	-- --idempotent-by
+	bid		TEXT,
 	PRIMARY KEY (grp, off)
 ) WITHOUT ROWID;
 CREATE INDEX delivery_due ON delivery (grp, due) WHERE state < 2;
 CREATE INDEX delivery_key ON delivery (grp, key, off) WHERE key IS NOT NULL;
 CREATE INDEX delivery_consumer ON delivery (consumer) WHERE consumer IS NOT NULL;
+CREATE INDEX delivery_bid ON delivery (grp, bid) WHERE bid IS NOT NULL;
+
+-- Idempotent consumption (since version 10): the business ids a group
+-- with --idempotent-by has acked, when, and at which offset.  A message
+-- with one of them, inside the group's window, is settled as a duplicate
+-- instead of handed out.  mq-purge forgets the ones past the window.
+CREATE TABLE consumed (
+	grp		INTEGER NOT NULL,
+	bid		TEXT NOT NULL,
+	off		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,
+	PRIMARY KEY (grp, bid)
+) WITHOUT ROWID;
+CREATE INDEX consumed_ts ON consumed (grp, ts);
 
 -- Running consumers.  A lease with a consumer belongs to that process: when
 -- the process is gone (same host and boot, pid gone or started at another

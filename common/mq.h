@@ -58,6 +58,7 @@ const char *mq_name_arg(const char *s, const char *what);
 int64_t	 mq_duration_arg(const char *s, const char *what);
 int64_t	 mq_time_arg(const char *s, const char *what);
 int64_t	 mq_pause_arg(const char *s);
+const char *mq_idem_arg(const char *s);
 long long mq_num_arg(const char *s, long long min, long long max,
 	    const char *what);
 int	 mq_parse_backoff(const char *s, int64_t **steps, int *n);
@@ -174,6 +175,9 @@ struct mq_group {
 	int64_t		timeout;	/* ms a handler may run; 0: no limit */
 	int		max_attempts, ordered;
 	char		backoff[512];
+	char		idem[16];	/* --idempotent-by; "": off */
+	int64_t		idem_window;	/* ms a settled business id counts */
+	int64_t		duplicates;	/* settled as duplicates (counter) */
 };
 struct mq_group_conf {
 	int64_t		lease;		/* MQ_KEEP: unchanged */
@@ -183,6 +187,8 @@ struct mq_group_conf {
 	int		latest;		/* a new group starts at the end */
 	int64_t		paused_until;	/* MQ_KEEP: unchanged; 0: resume */
 	int64_t		timeout;	/* MQ_KEEP: unchanged; 0: no limit */
+	const char	*idem;		/* NULL: unchanged; "": off */
+	int64_t		idem_window;	/* MQ_KEEP: unchanged */
 };
 /* Until when the group (or its topic) hands nothing out; 0: it does. */
 int64_t	 mq_paused(const struct mq_topic *, const struct mq_group *,
@@ -476,6 +482,8 @@ enum {
 };
 int	 mq_rule_mark(int op, int state, int ahead, int force);
 int	 mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now);
+char	*mq_business_id(const char *how, const struct mq_msg *,
+	    const char *dedup);
 
 /*
  * follow.c: the one loop that claims, waits and keeps a consumer's leases

@@ -366,6 +366,30 @@ mq_pause_arg(const char *s)
 	return d;
 }
 
+/*
+ * mq-topic group --idempotent-by: dedup, key, field:N (1 to 1000) or
+ * none ("").  Dies 64 on anything else.
+ */
+const char *
+mq_idem_arg(const char *s)
+{
+	char *end;
+	long n;
+
+	if (!strcmp(s, "none"))
+		return "";
+	if (!strcmp(s, "dedup") || !strcmp(s, "key"))
+		return s;
+	if (!strncmp(s, "field:", 6) && s[6] >= '1' && s[6] <= '9') {
+		n = strtol(s + 6, &end, 10);
+		if (!*end && n <= 1000)
+			return s;
+	}
+	mq_usage_err("invalid --idempotent-by '%s': want dedup, key, "
+	    "field:N (1 to 1000) or none", s);
+	return NULL;
+}
+
 /* mq-topic create and set: key=value settings; dies 64 on a bad one. */
 void
 mq_topic_settings(struct mq_topic_conf *c, int argc, char **argv)

@@ -21,6 +21,11 @@
  *   flight only with force (its receipt goes stale); a reschedule moves
  *   what waits (not handed out yet, or waiting for a retry), a message in
  *   flight only with force, and never a dead letter (redrive it).
+ * - In a group with --idempotent-by, a message's business id is its dedup
+ *   id, its key, or a field of its first line.  One whose id the group
+ *   acked inside its window is settled as a duplicate, never handed out;
+ *   one whose id is leased (a lease that has not run out) waits until
+ *   that delivery ends; one without an id goes as in any group.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +156,34 @@ mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now)
 {
 	return expires && expires <= now && attempt == 0 &&
 	    state != MQ_LEASED;
+}
+
+/*
+ * A message's business id in a group with --idempotent-by (how: "dedup",
+ * "key" or "field:N"): its dedup id, its key, or the Nth field of its
+ * first line (fields are separated by blanks, as awk's).  NULL: none.
+ */
+char *
+mq_business_id(const char *how, const struct mq_msg *m, const char *dedup)
+{
+	const unsigned char *p = m->body, *end = m->body + m->len, *f;
+	long n;
+
+	if (!strcmp(how, "dedup"))
+		return dedup ? mq_strdup(dedup) : NULL;
+	if (!strcmp(how, "key"))
+		return m->key ? mq_strdup(m->key) : NULL;
+	if (strncmp(how, "field:", 6) || !p)
+		return NULL;
+	for (n = strtol(how + 6, NULL, 10); ; n--) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p == end || *p == '\n' || *p == '\0')
+			return NULL;
+		for (f = p; p < end && *p != ' ' && *p != '\t' && *p != '\n' &&
+		    *p != '\0'; p++)
+			;
+		if (n == 1)
+			return mq_memdup(f, (size_t)(p - f));
+	}
 }

@@ -138,7 +138,8 @@ _mq() {
 		    --version' ;;
 	mq-topic)
 		argopts='-d --db --lease --max-attempts --backoff --from --pause
-		    --timeout -g --group -k --key --dedup --at --delay'
+		    --timeout --idempotent-by --idempotent-window -g --group -k
+		    --key --dedup --at --delay'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;
@@ -190,6 +191,9 @@ _mq() {
 		mq-recv|mq-replay|mq-purge) _mq_reply "$(_mq_groups "${pos[0]}")" ;;
 		mq-topic) _mq_reply "$(_mq_groups "${pos[1]}")" ;;
 		esac
+		return ;;
+	--idempotent-by)
+		_mq_reply 'dedup key field: none'
 		return ;;
 	--from)
 		_mq_reply 'earliest latest'
@@ -246,7 +250,8 @@ _mq() {
 				if [[ $sub == group ]]; then
 					_mq_reply '--lease --max-attempts --backoff
 					    --ordered --unordered --from --pause
-					    --resume --timeout'
+					    --resume --timeout --idempotent-by
+					    --idempotent-window'
 				else
 					_mq_reply '--force -f'
 				fi

@@ -66,7 +66,7 @@ dump() {
 	[ -n "$acked" ]
 	mq-topic group t h >/dev/null
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
-	# grp.timeout, no grp.cancelled, no time to live
+	# grp.timeout, no grp.cancelled, no time to live, no idempotency
 	sql "ALTER TABLE grp DROP COLUMN settled_ts;
 	    ALTER TABLE grp DROP COLUMN paused_until;
 	    ALTER TABLE grp DROP COLUMN timeout;
@@ -75,6 +75,12 @@ dump() {
 	    ALTER TABLE topic DROP COLUMN ttl;
 	    ALTER TABLE msg DROP COLUMN expires;
 	    ALTER TABLE topic DROP COLUMN paused_until;
+	    ALTER TABLE grp DROP COLUMN idem;
+	    ALTER TABLE grp DROP COLUMN idem_window;
+	    ALTER TABLE grp DROP COLUMN duplicates;
+	    ALTER TABLE msg DROP COLUMN dedup;
+	    ALTER TABLE delivery DROP COLUMN bid;
+	    DROP TABLE consumed;
 	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
 	run -0 mq-lag --json t
 	assert_equal "${#lines[@]}" 2
@@ -82,7 +88,7 @@ dump() {
 	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
 	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
 	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
-	assert_output 6
+	assert_output 7
 	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
 	# and kept from then on

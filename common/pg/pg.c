@@ -644,6 +644,18 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl bigint; "
 	"ALTER TABLE msg ADD COLUMN expires bigint; "
 	"ALTER TABLE grp ADD COLUMN lapsed bigint NOT NULL DEFAULT 0",
+	/* 6 -> 7: idempotent consumption */
+	"ALTER TABLE msg ADD COLUMN dedup text; "
+	"ALTER TABLE grp ADD COLUMN idem text; "
+	"ALTER TABLE grp ADD COLUMN idem_window bigint NOT NULL "
+	"DEFAULT 86400000; "
+	"ALTER TABLE grp ADD COLUMN duplicates bigint NOT NULL DEFAULT 0; "
+	"ALTER TABLE delivery ADD COLUMN bid text; "
+	"CREATE INDEX delivery_bid ON delivery (grp, bid) "
+	"WHERE bid IS NOT NULL; "
+	"CREATE TABLE consumed (grp bigint NOT NULL, bid text NOT NULL, "
+	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid)); "
+	"CREATE INDEX consumed_ts ON consumed (grp, ts)",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

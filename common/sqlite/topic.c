@@ -68,7 +68,8 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout, cancelled, lapsed"
+	"settled_ts, paused_until, timeout, cancelled, lapsed, idem, " \
+	"idem_window, duplicates"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -91,6 +92,9 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->timeout = sqlite3_column_int64(s, 15);	/* NULL: 0 */
 	g->cancelled = sqlite3_column_int64(s, 16);
 	g->lapsed = sqlite3_column_int64(s, 17);
+	sq_copy(s, 18, g->idem, sizeof g->idem);	/* NULL: "" */
+	g->idem_window = sqlite3_column_int64(s, 19);
+	g->duplicates = sqlite3_column_int64(s, 20);
 }
 
 int
@@ -313,6 +317,8 @@ drop_group(struct sq *q, int64_t id)
 	    "cannot delete group");
 	exec_id(q, "DELETE FROM consumer WHERE grp = ?", id,
 	    "cannot delete group");
+	exec_id(q, "DELETE FROM consumed WHERE grp = ?", id,
+	    "cannot delete group");
 	exec_id(q, "DELETE FROM grp WHERE id = ?", id, "cannot delete group");
 }
 
@@ -426,6 +432,22 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 	if (c->timeout != MQ_KEEP)
 		set_or_null(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
 		    g->id, c->timeout, "cannot update group");
+	if (c->idem_window != MQ_KEEP) {
+		s = sq_stmt(q, "UPDATE grp SET idem_window = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int64(s, 2, c->idem_window);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->idem) {	/* off, or another id: what it remembers goes */
+		if (strcmp(c->idem, g->idem))
+			exec_id(q, "DELETE FROM consumed WHERE grp = ?", g->id,
+			    "cannot update group");
+		s = sq_stmt(q, "UPDATE grp SET idem = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		if (*c->idem)
+			sqlite3_bind_text(s, 2, c->idem, -1, SQLITE_STATIC);
+		sq_step(q, s, "cannot update group");
+	}
 	sq_group_row(q, t.id, name, g);
 	sq_touch(q, t.id);	/* a new lease or order may free work */
 	sq_commit(q, SQ_DURABLE);
