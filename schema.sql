@@ -107,6 +107,15 @@ CREATE TABLE grp (
 	idem		TEXT,
 	idem_window	INTEGER NOT NULL DEFAULT 86400000,
 	duplicates	INTEGER NOT NULL DEFAULT 0,
+	-- since version 10: limits (mq-topic group --rate, --per-key):
+	-- rate_n deliveries per rate_ms (NULL: no limit), rate_tat when
+	-- the next delivery is on schedule (microseconds since the epoch;
+	-- the generic cell rate algorithm), and at most per_key
+	-- deliveries of one key in flight (0: no limit)
+	rate_n		INTEGER,
+	rate_ms		INTEGER,
+	rate_tat	INTEGER NOT NULL DEFAULT 0,
+	per_key		INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 

@@ -138,8 +138,8 @@ _mq() {
 		    --version' ;;
 	mq-topic)
 		argopts='-d --db --lease --max-attempts --backoff --from --pause
-		    --timeout --idempotent-by --idempotent-window -g --group -k
-		    --key --dedup --at --delay'
+		    --timeout --idempotent-by --idempotent-window --rate --per-key
+		    -g --group -k --key --dedup --at --delay'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;
@@ -251,7 +251,7 @@ _mq() {
 					_mq_reply '--lease --max-attempts --backoff
 					    --ordered --unordered --from --pause
 					    --resume --timeout --idempotent-by
-					    --idempotent-window'
+					    --idempotent-window --rate --per-key'
 				else
 					_mq_reply '--force -f'
 				fi

@@ -384,6 +384,9 @@ struct claimer {
 	struct pg_arr		 c_bid, c_off;
 	struct { char *bid; int64_t off; } *handed;
 	int			 nhanded;
+	/* --per-key: deliveries in flight per key, read once a claim */
+	struct { char *key; int n; } *inflight;
+	int			 ninflight, kread;
 };
 
 static void
@@ -415,6 +418,11 @@ free_arrays(struct claimer *k)
 		free(k->handed[--k->nhanded].bid);
 	free(k->handed);
 	k->handed = NULL;
+	while (k->ninflight > 0)
+		free(k->inflight[--k->ninflight].key);
+	free(k->inflight);
+	k->inflight = NULL;
+	k->kread = 0;
 	free(k->done);
 	k->done = NULL;
 	k->ndone = 0;
@@ -481,6 +489,48 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 		mq_format_receipt(k->out[k->n].receipt, MQ_RECEIPT_MAX,
 		    k->t.name, k->g.name, m->off, attempt, token);
 	k->n++;
+}
+
+/*
+ * --per-key N (an unordered group): how many deliveries of key are in
+ * flight (leased, their lease run out or not), as read once a claim and
+ * counted up by what it hands out; NULL: no limit for it.  *rc is
+ * PG_RETRY when the read failed.
+ */
+static int *
+in_flight(struct claimer *k, const char *key, int *rc)
+{
+	PGresult *r;
+	int i;
+
+	*rc = 0;
+	if (!key || !k->g.per_key || k->g.ordered)
+		return NULL;
+	if (!k->kread) {
+		if (!(r = pg_qc(k->q, "cannot read deliveries", "SELECT key, "
+		    "count(*) FROM delivery WHERE grp = $1 AND key IS NOT NULL "
+		    "AND state = 1 GROUP BY key", 1, pg_int(k->q, k->g.id)))) {
+			*rc = PG_RETRY;
+			return NULL;
+		}
+		k->inflight = mq_array(NULL, (size_t)PQntuples(r),
+		    sizeof *k->inflight);
+		for (i = 0; i < PQntuples(r); i++) {
+			k->inflight[i].key = pg_str(r, i, 0);
+			k->inflight[i].n = (int)pg_get(r, i, 1);
+		}
+		k->ninflight = PQntuples(r);
+		k->kread = 1;
+		PQclear(r);
+	}
+	for (i = 0; i < k->ninflight; i++)
+		if (!strcmp(k->inflight[i].key, key))
+			return &k->inflight[i].n;
+	k->inflight = mq_array(k->inflight, (size_t)k->ninflight + 1,
+	    sizeof *k->inflight);
+	k->inflight[k->ninflight].key = mq_strdup(key);
+	k->inflight[k->ninflight].n = 0;
+	return &k->inflight[k->ninflight++].n;
 }
 
 /* idempotent consumption (--idempotent-by) */
@@ -621,6 +671,9 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.off < d.off " \
 	"AND e.state < 2))"
+#define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
+	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.state = 1 AND " \
+	"e.off <> d.off) < (SELECT per_key FROM grp WHERE id = $1))"
 #define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.bid = d.bid AND e.state = 1 " \
 	"AND e.due > $2 AND e.off <> d.off))"
@@ -629,11 +682,13 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 static int
 claim_due(struct claimer *k, int64_t lo)
 {
-	static const char *const sql[4] = {
+	static const char *const sql[6] = {
 		DUE_SQL DUE_END,
 		DUE_SQL DUE_ORDERED DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_END,
 		DUE_SQL DUE_IDEM DUE_END,
 		DUE_SQL DUE_ORDERED DUE_IDEM DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_IDEM DUE_END,
 	};
 	struct pgq *q = k->q;
 	struct idem *id = NULL;
@@ -643,13 +698,13 @@ claim_due(struct claimer *k, int64_t lo)
 	struct mq_msg m;
 	PGresult *r;
 	char host[256];
-	int i, n, attempt, expired, how;
+	int i, n, attempt, expired, how, *fl, rc;
 
 	/* not those an earlier round handed out: not leased yet */
 	for (i = 0; i < k->ndone; i++)
 		pg_arr_int(&done, k->done[i]);
-	r = pg_qc(q, "cannot read deliveries", sql[!!k->g.ordered +
-	    2 * !!*k->g.idem], 7, pg_int(q, k->g.id), pg_int(q, k->now), pg_int(q, k->max - k->n),
+	r = pg_qc(q, "cannot read deliveries", sql[(k->g.ordered ? 1 :
+	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem], 7, pg_int(q, k->g.id), pg_int(q, k->now), pg_int(q, k->max - k->n),
 	    pg_int(q, k->t.id), pg_int(q, lo), pg_int(q, k->pos),
 	    pg_arr_end(&done));
 	pg_arr_free(&done);
@@ -669,6 +724,22 @@ claim_due(struct claimer *k, int64_t lo)
 			lapse(k, m.off);
 			pg_arr_int(&x, m.off);	/* its row goes now, below */
 			k->gone++;
+			mq_msg_free(&m);
+			continue;
+		}
+		fl = in_flight(k, pg_null(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
+		    &rc);
+		if (rc < 0) {
+			PQclear(r);
+			idem_free(id, n);
+			return PG_RETRY;
+		}
+		/* an earlier row filled its key: not in this claim */
+		if (fl && *fl - (pg_get(r, i, 1) == MQ_LEASED) >=
+		    k->g.per_key) {
+			k->done = mq_array(k->done, k->ndone + 1,
+			    sizeof *k->done);
+			k->done[k->ndone++] = pg_get(r, i, 0);
 			mq_msg_free(&m);
 			continue;
 		}
@@ -708,6 +779,8 @@ claim_due(struct claimer *k, int64_t lo)
 			mq_msg_free(&m);
 			continue;
 		}
+		if (fl && pg_get(r, i, 1) != MQ_LEASED)
+			++*fl;
 		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
 		    NULL : PQgetvalue(r, i, 4), 1, id ? id[i].bid : NULL);
 	}
@@ -754,7 +827,7 @@ claim_new(struct claimer *k)
 	PGresult *r, *busy;
 	struct { char *key; int64_t off; } *keys = NULL;	/* from off on */
 	struct idem *x = NULL;
-	int i, j, n, want, nkeys = 0, held, idle, looked = 0, how;
+	int i, j, n, want, nkeys = 0, held, idle, looked = 0, how, *fl, rc;
 
 	do {
 		want = k->max - k->n;
@@ -825,6 +898,14 @@ claim_new(struct claimer *k)
 				} else if (keys[j].off > m.off)
 					keys[j].off = m.off;
 			}
+			fl = in_flight(k, m.key, &rc);
+			if (rc < 0) {
+				mq_msg_free(&m);
+				PQclear(r);
+				idem_free(x, n);
+				goto retry;
+			}
+			held |= fl && *fl >= k->g.per_key;
 			if (held) {
 				pg_arr_int(&k->h_off, m.off);
 				pg_arr_int(&k->h_due, m.due > k->now ? m.due :
@@ -839,6 +920,8 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			idle--;
+			if (fl)
+				++*fl;
 			deliver(k, &m, 1, 0, m.key, 0, x ? x[i].bid : NULL);
 		}
 		PQclear(r);
@@ -1015,7 +1098,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 {
 	struct claimer k;
 	PGresult *r;
-	int64_t gone0, pos0;
+	int64_t gone0, pos0, t0 = 0, when;
 	int rc, i;
 
 	memset(&k, 0, sizeof k);
@@ -1069,6 +1152,11 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
+	if (!(k.max = mq_rule_rate(&k.g, k.now, max, &t0, &when))) {
+		if (next)	/* --rate: none may go before then */
+			*next = when;
+		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
+	}
 	k.pos = k.g.pos;
 	/* again after a round in which some went dead or lapsed (those rows
 	   are changed at once; the ones it handed out are not leased until
@@ -1093,6 +1181,13 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	if ((rc = write_claim(&k)) < 0)
 		goto retry;
+	if (k.g.rate_n && k.n) {	/* --rate: the schedule moves on */
+		if (!(r = pg_qc(q, "cannot update group", "UPDATE grp SET "
+		    "rate_tat = $2 WHERE id = $1", 2, pg_int(q, k.g.id),
+		    pg_int(q, mq_rule_rate_tat(&k.g, t0, k.n)))))
+			goto retry;
+		PQclear(r);
+	}
 	if (next)
 		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ?
 		    k.now : next_due(q, k.g.id, k.now);
@@ -1198,7 +1293,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		if (pg_history(q, c->g.id, rc->off, rc->attempt, "acked", NULL,
 		    since, host, pid) < 0)
 			return PG_RETRY;
-		if (c->g.ordered || *c->g.idem)
+		if (c->g.ordered || c->g.per_key || *c->g.idem)
 			pg_notify(q, c->t.id);	/* its key is free */
 		return MQ_SETTLED;
 	case MQ_FAIL:
@@ -1342,7 +1437,7 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 		if (st[c->a_at[i]].result == -1)
 			st[c->a_at[i]].result = unmatched(c, &st[c->a_at[i]].r);
 	/* the group's settled count went with them */
-	if (got && (c->g.ordered || *c->g.idem))
+	if (got && (c->g.ordered || c->g.per_key || *c->g.idem))
 		pg_notify(q, c->t.id);	/* their keys (business ids) free */
 	return 0;
 }

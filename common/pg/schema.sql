@@ -80,6 +80,11 @@ CREATE TABLE grp (
 	idem		text,
 	idem_window	bigint NOT NULL DEFAULT 86400000,
 	duplicates	bigint NOT NULL DEFAULT 0,
+	-- since version 7: limits, as in schema.sql
+	rate_n		bigint,
+	rate_ms		bigint,
+	rate_tat	bigint NOT NULL DEFAULT 0,
+	per_key		integer NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 

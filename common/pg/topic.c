@@ -77,9 +77,9 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
 	"settled_ts, paused_until, timeout, cancelled, lapsed, idem, " \
-	"idem_window, duplicates"
+	"idem_window, duplicates, rate_n, rate_ms, rate_tat, per_key"
 
-#define GROUP_NCOLS 21
+#define GROUP_NCOLS 25
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -106,6 +106,10 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	pg_copy(r, i, c + 18, g->idem, sizeof g->idem);	/* NULL: "" */
 	g->idem_window = pg_get(r, i, c + 19);
 	g->duplicates = pg_get(r, i, c + 20);
+	g->rate_n = pg_get(r, i, c + 21);	/* NULL: 0 */
+	g->rate_ms = pg_get(r, i, c + 22);
+	g->rate_tat = pg_get(r, i, c + 23);
+	g->per_key = (int)pg_get(r, i, c + 24);
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -499,8 +503,16 @@ group_conf(struct pgq *q, const char *topic, const char *name,
 	    "FROM coalesce((SELECT idem FROM grp WHERE id = $1), '')) "
 	    "UPDATE grp SET idem = CASE WHEN $2::text IS NULL THEN idem "
 	    "ELSE nullif($2::text, '') END, idem_window = coalesce($3, "
-	    "idem_window) WHERE id = $1", 3, pg_int(q, g->id), c->idem,
-	    c->idem_window != MQ_KEEP ? pg_int(q, c->idem_window) : NULL));
+	    "idem_window), rate_n = CASE WHEN $4 THEN nullif($5::bigint, 0) "
+	    "ELSE rate_n END, rate_ms = CASE WHEN $4 THEN nullif($6::bigint, "
+	    "0) ELSE rate_ms END, rate_tat = CASE WHEN $4 THEN 0 ELSE rate_tat "
+	    "END, per_key = coalesce($7, per_key) WHERE id = $1", 7,
+	    pg_int(q, g->id), c->idem,
+	    c->idem_window != MQ_KEEP ? pg_int(q, c->idem_window) : NULL,
+	    c->rate_n != MQ_KEEP ? "true" : "false",
+	    pg_int(q, c->rate_n != MQ_KEEP ? c->rate_n : 0),
+	    pg_int(q, c->rate_ms != MQ_KEEP ? c->rate_ms : 0),
+	    c->per_key >= 0 ? pg_int(q, c->per_key) : NULL));
 	PQclear(r);
 	if (pg_group_row(q, t.id, name, g, 0) < 0)
 		return PG_RETRY;

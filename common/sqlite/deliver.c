@@ -336,6 +336,9 @@ sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = ?1 AND e.key = d.key AND e.off < d.off " \
 	"AND e.state < 2))"
+#define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
+	"delivery e WHERE e.grp = ?1 AND e.key = d.key AND e.state = 1 " \
+	"AND e.off != d.off) < ?6)"
 #define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = ?1 AND e.bid = d.bid AND e.state = 1 " \
 	"AND e.due > ?2 AND e.off != d.off))"
@@ -344,14 +347,16 @@ sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
 static int
 due_rows(struct claimer *k, struct due *d, int max)
 {
-	static const char *const sql[4] = {
+	static const char *const sql[6] = {
 		DUE_SQL DUE_END,
 		DUE_SQL DUE_ORDERED DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_END,
 		DUE_SQL DUE_IDEM DUE_END,
 		DUE_SQL DUE_ORDERED DUE_IDEM DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_IDEM DUE_END,
 	};
-	sqlite3_stmt *s = sq_stmt(k->q, sql[!!k->g.ordered +
-	    2 * !!*k->g.idem]);
+	sqlite3_stmt *s = sq_stmt(k->q, sql[(k->g.ordered ? 1 :
+	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem]);
 	int n = 0;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
@@ -359,6 +364,8 @@ due_rows(struct claimer *k, struct due *d, int max)
 	sqlite3_bind_int(s, 3, max);
 	sqlite3_bind_int64(s, 4, k->t.id);
 	sqlite3_bind_int64(s, 5, k->pos);
+	if (k->g.per_key && !k->g.ordered)
+		sqlite3_bind_int(s, 6, k->g.per_key);
 	while (n < max && sq_step(k->q, s, "cannot read deliveries") ==
 	    SQLITE_ROW) {
 		memset(&d[n], 0, sizeof d[n]);
@@ -501,6 +508,29 @@ lapse(struct claimer *k, struct due *d)
 }
 
 /*
+ * A group with --per-key N (unordered): N other deliveries of key are
+ * leased (their lease run out or not: each comes again itself).
+ */
+static int
+key_full(struct claimer *k, const char *key, int64_t off)
+{
+	sqlite3_stmt *s;
+	int n = 0;
+
+	if (!key || !k->g.per_key || k->g.ordered)
+		return 0;
+	s = sq_stmt(k->q, "SELECT count(*) FROM delivery WHERE grp = ? AND "
+	    "key = ? AND state = 1 AND off != ?");
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, off);
+	if (sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW)
+		n = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	return n >= k->g.per_key;
+}
+
+/*
  * A lease that ran out at max attempts becomes a dead letter and takes no
  * slot: the loop goes on (every row it sees leaves the due set, so it
  * ends).
@@ -521,6 +551,8 @@ claim_due(struct claimer *k)
 				lapse(k, &d[i]);
 				continue;
 			}
+			if (key_full(k, d[i].key, d[i].off))
+				continue;	/* an earlier row filled it */
 			if (d[i].state == MQ_LEASED) {
 				d[i].expired++;
 				k->changed = 1;
@@ -653,7 +685,8 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
-			    key_busy(k, d[i].key, d[i].off)))
+			    key_busy(k, d[i].key, d[i].off)) ||
+			    key_full(k, d[i].key, d[i].off))
 				hold(k, &d[i]);
 			else if (!idempotent(k, &d[i]))
 				deliver(k, &d[i]);
@@ -708,7 +741,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct sq *q = SQ(mq);
 	struct claimer k;
 	sqlite3_stmt *s;
-	int64_t paused;
+	int64_t paused, t0 = 0;
 
 	memset(&k, 0, sizeof k);
 	k.q = q;
@@ -752,6 +785,15 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		return 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
+	if (!(k.max = mq_rule_rate(&k.g, k.now, max, &t0, &paused))) {
+		if (next)	/* --rate: none may go before then */
+			*next = paused;
+		if (k.changed)
+			sq_commit(q, SQ_SEEN);
+		else
+			sq_rollback(q);
+		return 0;
+	}
 	k.pos = k.g.pos;
 	k.me.since = k.now;
 	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
@@ -774,7 +816,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	s = sq_stmt(q, "UPDATE grp SET pos = max(pos, ?2), "
 	    "delivered = delivered + ?3, settled = settled + ?4, "
 	    "deadlettered = deadlettered + ?5, lapsed = lapsed + ?7, "
-	    "duplicates = duplicates + ?8, "
+	    "duplicates = duplicates + ?8, rate_tat = ?9, "
 	    "settled_ts = CASE WHEN ?4 > 0 THEN ?6 ELSE settled_ts END "
 	    "WHERE id = ?1");
 	sqlite3_bind_int64(s, 1, k.g.id);
@@ -785,6 +827,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	sqlite3_bind_int64(s, 6, k.now);
 	sqlite3_bind_int64(s, 7, k.lapsed);
 	sqlite3_bind_int64(s, 8, k.dups);
+	sqlite3_bind_int64(s, 9, mq_rule_rate_tat(&k.g, t0, k.n));
 	sq_step(q, s, "cannot update group");
 	sq_commit(q, c->autoack ? SQ_DURABLE : SQ_SEEN);
 	return k.n;
@@ -901,7 +944,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
 		if (bid)	/* its duplicates waiting go as such */
 			sq_consumed(q, &c->g, bid, r->off, now);
-		if (c->g.ordered || bid)
+		if (c->g.ordered || c->g.per_key || bid)
 			sq_touch(q, c->t.id);	/* its key is free */
 		free(bid);
 		return MQ_SETTLED;

@@ -69,7 +69,7 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
 	"settled_ts, paused_until, timeout, cancelled, lapsed, idem, " \
-	"idem_window, duplicates"
+	"idem_window, duplicates, rate_n, rate_ms, rate_tat, per_key"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -95,6 +95,10 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	sq_copy(s, 18, g->idem, sizeof g->idem);	/* NULL: "" */
 	g->idem_window = sqlite3_column_int64(s, 19);
 	g->duplicates = sqlite3_column_int64(s, 20);
+	g->rate_n = sqlite3_column_int64(s, 21);	/* NULL: 0 */
+	g->rate_ms = sqlite3_column_int64(s, 22);
+	g->rate_tat = sqlite3_column_int64(s, 23);
+	g->per_key = sqlite3_column_int(s, 24);
 }
 
 int
@@ -436,6 +440,20 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		s = sq_stmt(q, "UPDATE grp SET idem_window = ?2 WHERE id = ?1");
 		sqlite3_bind_int64(s, 1, g->id);
 		sqlite3_bind_int64(s, 2, c->idem_window);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->rate_n != MQ_KEEP) {	/* a new rate starts afresh */
+		s = sq_stmt(q, "UPDATE grp SET rate_n = nullif(?2, 0), "
+		    "rate_ms = nullif(?3, 0), rate_tat = 0 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int64(s, 2, c->rate_n);
+		sqlite3_bind_int64(s, 3, c->rate_ms);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->per_key >= 0) {
+		s = sq_stmt(q, "UPDATE grp SET per_key = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int(s, 2, c->per_key);
 		sq_step(q, s, "cannot update group");
 	}
 	if (c->idem) {	/* off, or another id: what it remembers goes */
