@@ -166,7 +166,6 @@ CREATE TABLE consumed (
 	ts		INTEGER NOT NULL,
 	PRIMARY KEY (grp, bid)
 ) WITHOUT ROWID;
-CREATE INDEX consumed_ts ON consumed (grp, ts);
 
 -- Running consumers.  A lease with a consumer belongs to that process: when
 -- the process is gone (same host and boot, pid gone or started at another

@@ -704,7 +704,8 @@ claim_due(struct claimer *k, int64_t lo)
 	for (i = 0; i < k->ndone; i++)
 		pg_arr_int(&done, k->done[i]);
 	r = pg_qc(q, "cannot read deliveries", sql[(k->g.ordered ? 1 :
-	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem], 7, pg_int(q, k->g.id), pg_int(q, k->now), pg_int(q, k->max - k->n),
+	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem], 7, pg_int(q, k->g.id),
+	    pg_int(q, k->now), pg_int(q, k->max - k->n),
 	    pg_int(q, k->t.id), pg_int(q, lo), pg_int(q, k->pos),
 	    pg_arr_end(&done));
 	pg_arr_free(&done);

@@ -658,8 +658,7 @@ static const char *migrations[] = {
 	"CREATE INDEX delivery_bid ON delivery (grp, bid) "
 	"WHERE bid IS NOT NULL; "
 	"CREATE TABLE consumed (grp bigint NOT NULL, bid text NOT NULL, "
-	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid)); "
-	"CREATE INDEX consumed_ts ON consumed (grp, ts)",
+	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid))",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -123,7 +123,6 @@ CREATE TABLE consumed (
 	ts		bigint NOT NULL,
 	PRIMARY KEY (grp, bid)
 );
-CREATE INDEX consumed_ts ON consumed (grp, ts);
 
 -- A consumer holds the session-level advisory lock (lockkey) while its
 -- connection lives: whoever can take it knows the consumer is gone.

@@ -334,14 +334,14 @@ sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
 	"m.topic = ?4 AND m.off = d.off WHERE d.grp = ?1 AND d.state < 2 " \
 	"AND d.due <= ?2 AND d.off < ?5"
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
-	"delivery e WHERE e.grp = ?1 AND e.key = d.key AND e.off < d.off " \
-	"AND e.state < 2))"
+	"delivery e INDEXED BY delivery_key WHERE e.grp = ?1 AND " \
+	"e.key = d.key AND e.off < d.off AND e.state < 2))"
 #define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
-	"delivery e WHERE e.grp = ?1 AND e.key = d.key AND e.state = 1 " \
-	"AND e.off != d.off) < ?6)"
+	"delivery e INDEXED BY delivery_key WHERE e.grp = ?1 AND " \
+	"e.key = d.key AND e.state = 1 AND e.off != d.off) < ?6)"
 #define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
-	"delivery e WHERE e.grp = ?1 AND e.bid = d.bid AND e.state = 1 " \
-	"AND e.due > ?2 AND e.off != d.off))"
+	"delivery e INDEXED BY delivery_bid WHERE e.grp = ?1 AND " \
+	"e.bid = d.bid AND e.state = 1 AND e.due > ?2 AND e.off != d.off))"
 #define DUE_END " ORDER BY d.due, d.off LIMIT ?3"
 
 static int
@@ -423,9 +423,9 @@ consumed_at(struct claimer *k, const char *bid)
 static int
 bid_busy(struct claimer *k, const char *bid, int64_t off)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery WHERE "
-	    "grp = ? AND bid = ? AND state = 1 AND due > ? AND off != ? "
-	    "LIMIT 1");
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
+	    "delivery_bid WHERE grp = ? AND bid = ? AND state = 1 AND due > ? "
+	    "AND off != ? LIMIT 1");
 	int busy;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
@@ -519,8 +519,8 @@ key_full(struct claimer *k, const char *key, int64_t off)
 
 	if (!key || !k->g.per_key || k->g.ordered)
 		return 0;
-	s = sq_stmt(k->q, "SELECT count(*) FROM delivery WHERE grp = ? AND "
-	    "key = ? AND state = 1 AND off != ?");
+	s = sq_stmt(k->q, "SELECT count(*) FROM delivery INDEXED BY "
+	    "delivery_key WHERE grp = ? AND key = ? AND state = 1 AND off != ?");
 	sqlite3_bind_int64(s, 1, k->g.id);
 	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, off);
@@ -588,8 +588,9 @@ claim_due(struct claimer *k)
 static int
 key_busy(struct claimer *k, const char *key, int64_t off)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery "
-	    "WHERE grp = ? AND key = ? AND state < 2 AND off < ? LIMIT 1");
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
+	    "delivery_key WHERE grp = ? AND key = ? AND state < 2 AND off < ? "
+	    "LIMIT 1");
 	int busy;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
@@ -881,39 +882,31 @@ bind_live(sqlite3_stmt *s, const struct gcache *c, const struct mq_receipt *r)
  */
 static int
 live(struct sq *q, const struct gcache *c, const struct mq_receipt *r,
-    struct sq_by *a)
+    struct sq_by *a, char **bid)
 {
-	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid FROM delivery "
-	    "WHERE " LIVE);
+	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid, bid FROM "
+	    "delivery WHERE " LIVE);
 	int found;
 
 	bind_live(s, c, r);
-	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW))
+	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW)) {
 		by_cols(s, 0, a);
+		if (bid)
+			*bid = sq_text(s, 3);
+	}
 	sqlite3_reset(s);
 	return found;
 }
 
-/* The business id of a receipt's live delivery (NULL: none). */
-static char *
-live_bid(struct sq *q, const struct gcache *c, const struct mq_receipt *r)
-{
-	sqlite3_stmt *s = sq_stmt(q, "SELECT bid FROM delivery WHERE " LIVE);
-	char *bid = NULL;
-
-	bind_live(s, c, r);
-	if (sq_step(q, s, "cannot read delivery") == SQLITE_ROW)
-		bid = sq_text(s, 0);
-	sqlite3_reset(s);
-	return bid;
-}
-
-/* Changes the live delivery of a receipt; the statement binds ?1-?4. */
+/*
+ * Changes the live delivery of a receipt; the statement binds ?1-?4.  bid
+ * (NULL: not wanted) gets its business id.
+ */
 static int
 change(struct sq *q, sqlite3_stmt *s, const struct gcache *c,
-    const struct mq_receipt *r, struct sq_by *a)
+    const struct mq_receipt *r, struct sq_by *a, char **bid)
 {
-	if (!live(q, c, r, a)) {
+	if (!live(q, c, r, a, bid)) {
 		sqlite3_reset(s);
 		return 0;
 	}
@@ -934,12 +927,10 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 
 	switch (st->how) {
 	case MQ_ACK:
-		bid = *c->g.idem ? live_bid(q, c, r) : NULL;
+		bid = NULL;
 		s = sq_stmt(q, "DELETE FROM delivery WHERE " LIVE);
-		if (!change(q, s, c, r, &a)) {
-			free(bid);
+		if (!change(q, s, c, r, &a, *c->g.idem ? &bid : NULL))
 			return -1;
-		}
 		c->settled++;
 		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
 		if (bid)	/* its duplicates waiting go as such */
@@ -957,7 +948,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sqlite3_bind_int64(s, 6, v.due);
 		if (v.reason[0])
 			sqlite3_bind_text(s, 7, v.reason, -1, SQLITE_STATIC);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		c->failed++;
 		sq_history(q, c->g.id, r->off, r->attempt, "failed", st->reason,
@@ -974,7 +965,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		    "reason = ?5 WHERE " LIVE);
 		sqlite3_bind_text(s, 5, st->reason ? st->reason :
 		    "dead-lettered", -1, SQLITE_STATIC);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		c->dead++;
 		sq_history(q, c->g.id, r->off, r->attempt, "dead", st->reason ?
@@ -1004,12 +995,12 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	case MQ_EXTEND:
 		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now + st->extend);
-		return change(q, s, c, r, &a) ? MQ_SETTLED : -1;
+		return change(q, s, c, r, &a, NULL) ? MQ_SETTLED : -1;
 	default:	/* MQ_RELEASE */
 		s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?5, "
 		    "consumer = NULL WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		sq_history(q, c->g.id, r->off, r->attempt, "released",
 		    st->reason, &a);

@@ -109,8 +109,7 @@ static const char *migrations[] = {
 	"WHERE bid IS NOT NULL;"
 	"CREATE TABLE consumed (grp INTEGER NOT NULL, bid TEXT NOT NULL, "
 	"off INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (grp, bid)) "
-	"WITHOUT ROWID;"
-	"CREATE INDEX consumed_ts ON consumed (grp, ts);",
+	"WITHOUT ROWID;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");
