@@ -184,3 +184,39 @@ ran() {
 	run -64 mq-topic group t g --idempotent-window soon
 	assert_equal "$(db_state)" "$before"
 }
+
+@test "idempotent: an auto-acked message whose output failed comes again, not as a duplicate of itself" {
+	mq-topic group t g --idempotent-by key >/dev/null
+	mq-send -q -k a t one
+	run -74 sh -c 'mq-recv -g g -A t >/dev/full'
+	run -0 mq-recv -g g --format '%o %a %b\n' t
+	assert_output '1 2 one'
+	lagj g '.duplicates_total == 0'
+}
+
+@test "idempotent: a due row after duplicates in one claim is not left behind" {
+	mq-topic group t g --idempotent-by key >/dev/null
+	mq-send -q -k a t one
+	mq-send -q -k a t two
+	mq-send -q -k b t three
+	run -0 mq-recv -g g -n 0 --format '%o %r\n' t
+	assert_equal "$(cut -d' ' -f1 <<<"$output" | tr '\n' ' ')" "1 3 "
+	r1=$(awk '$1 == 1 { print $2 }' <<<"$output")
+	r3=$(awk '$1 == 3 { print $2 }' <<<"$output")
+	mq-ack --fail --delay 0s "$r3"
+	mq-ack "$r1"
+	# 2 (due first) is a duplicate now; 3, due too, comes in this claim
+	run -0 mq-recv -g g --format '%o %b\n' t
+	assert_output '3 three'
+}
+
+@test "idempotent in an ordered group: a duplicate holds no key" {
+	mq-topic group t g --ordered --idempotent-by field:1 >/dev/null
+	mq-send -q -k K t 'A 1'
+	recv_ack g
+	mq-send -q -k K t 'A 2'
+	mq-send -q -k K t 'B 3'
+	run -0 mq-recv -g g --format '%o %b\n' t
+	assert_output '3 B 3'
+	lagj g '.duplicates_total == 1'
+}

@@ -110,3 +110,14 @@ teardown() {
 	run -64 mq-topic group t g --per-key many
 	assert_equal "$(db_state)" "$before"
 }
+
+@test "--per-key: a lease that ran out and went dead frees its key in the same claim" {
+	mq-topic group t g --per-key 1 --max-attempts 1 --lease 1s >/dev/null
+	mq-send -q -k k t one
+	mq-recv -g g t >/dev/null	# and never settled
+	sleep 1.3
+	mq-send -q -k k t two
+	run -0 mq-recv -g g -n 0 --format '%o\n' t
+	assert_output 2
+	mq-lag --json t g | jtrue -s '.[0] | .dead == 1'
+}

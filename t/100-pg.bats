@@ -47,7 +47,7 @@ dump() {
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n6'
+	assert_output $'mq\n7'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -78,6 +78,10 @@ dump() {
 	    ALTER TABLE grp DROP COLUMN idem;
 	    ALTER TABLE grp DROP COLUMN idem_window;
 	    ALTER TABLE grp DROP COLUMN duplicates;
+	    ALTER TABLE grp DROP COLUMN rate_n;
+	    ALTER TABLE grp DROP COLUMN rate_ms;
+	    ALTER TABLE grp DROP COLUMN rate_tat;
+	    ALTER TABLE grp DROP COLUMN per_key;
 	    ALTER TABLE msg DROP COLUMN dedup;
 	    ALTER TABLE delivery DROP COLUMN bid;
 	    DROP TABLE consumed;

@@ -730,17 +730,15 @@ claim_due(struct claimer *k, int64_t lo)
 		}
 		fl = in_flight(k, pg_null(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
 		    &rc);
-		if (rc < 0) {
-			PQclear(r);
-			idem_free(id, n);
-			return PG_RETRY;
-		}
+		if (rc < 0)
+			goto fail;
 		/* an earlier row filled its key: not in this claim */
 		if (fl && *fl - (pg_get(r, i, 1) == MQ_LEASED) >=
 		    k->g.per_key) {
 			k->done = mq_array(k->done, k->ndone + 1,
 			    sizeof *k->done);
 			k->done[k->ndone++] = pg_get(r, i, 0);
+			k->gone++;	/* another round: the due rows after it */
 			mq_msg_free(&m);
 			continue;
 		}
@@ -749,23 +747,19 @@ claim_due(struct claimer *k, int64_t lo)
 			pg_copy(r, i, 6, host, sizeof host);
 			if (pg_history(q, k->g.id, pg_get(r, i, 0), attempt,
 			    "expired", "lease ran out", pg_get(r, i, 5), host,
-			    pg_get(r, i, 7)) < 0) {
-				PQclear(r);
-				idem_free(id, n);
-				return PG_RETRY;
-			}
+			    pg_get(r, i, 7)) < 0)
+				goto fail;
 			if (mq_rule_expired(&k->g, attempt, expired, &v)) {
 				pg_arr_int(&d_off, pg_get(r, i, 0));
 				pg_arr_int(&d_exp, expired);
 				pg_arr_str(&d_rsn, v.reason);
 				if (pg_history(q, k->g.id, pg_get(r, i, 0),
-				    attempt, "dead", v.reason, 0, NULL, 0) < 0) {
-					PQclear(r);
-					idem_free(id, n);
-					return PG_RETRY;
-				}
+				    attempt, "dead", v.reason, 0, NULL, 0) < 0)
+					goto fail;
 				k->dead++;
 				k->gone++;
+				if (fl)		/* out of flight */
+					--*fl;
 				mq_msg_free(&m);
 				continue;
 			}
@@ -777,6 +771,9 @@ claim_due(struct claimer *k, int64_t lo)
 			idem_apply(k, how, &id[i], pg_get(r, i, 0), attempt,
 			    expired, pg_null(r, i, 4) ? NULL :
 			    PQgetvalue(r, i, 4), 1);
+			if (fl && pg_get(r, i, 1) == MQ_LEASED)
+				--*fl;	/* out of flight */
+			k->gone++;	/* another round: the due rows after it */
 			mq_msg_free(&m);
 			continue;
 		}
@@ -797,8 +794,10 @@ claim_due(struct claimer *k, int64_t lo)
 		pg_arr_free(&d_off);
 		pg_arr_free(&d_exp);
 		pg_arr_free(&d_rsn);
-		if (!r)
+		if (!r) {
+			pg_arr_free(&x);
 			return PG_RETRY;
+		}
 		PQclear(r);
 	}
 	if (x.n) {	/* lapsed: out of the due set, and their keys free */
@@ -811,6 +810,15 @@ claim_due(struct claimer *k, int64_t lo)
 		PQclear(r);
 	}
 	return n;
+fail:
+	mq_msg_free(&m);
+	PQclear(r);
+	idem_free(id, n);
+	pg_arr_free(&d_off);
+	pg_arr_free(&d_exp);
+	pg_arr_free(&d_rsn);
+	pg_arr_free(&x);
+	return PG_RETRY;
 }
 
 /*
@@ -886,6 +894,12 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			held = m.due > k->now;
+			/* a duplicate goes now, and holds no key */
+			if (!held && x && x[i].bid && x[i].first) {
+				idem_apply(k, 1, &x[i], m.off, 0, 0, m.key, 0);
+				mq_msg_free(&m);
+				continue;
+			}
 			if (k->g.ordered && m.key) {
 				for (j = 0; j < nkeys && strcmp(keys[j].key,
 				    m.key); j++)
@@ -1340,9 +1354,12 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		pg_notify(q, c->t.id);
 		return MQ_SETTLED;
 	case MQ_EXTEND:
+		/* a lease of a business id (--idempotent-by) that ran out
+		   may not come back: another may have the id now */
 		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
-		    "due = $5 WHERE " LIVE " RETURNING since, host, pid", 5, g,
-		    off, att, tok, pg_int(q, now + st->extend)));
+		    "due = $5 WHERE " LIVE " AND (d.bid IS NULL OR d.due > $6) "
+		    "RETURNING since, host, pid", 6, g, off, att, tok,
+		    pg_int(q, now + st->extend), pg_int(q, now)));
 		since = PQntuples(r);
 		PQclear(r);
 		return since ? MQ_SETTLED : -1;
@@ -1357,6 +1374,10 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		PQclear(r);
 		if (since != 1)
 			return -1;
+		/* its business id was not consumed after all */
+		TRY(r, pg_qc(q, "cannot give back delivery", "DELETE FROM "
+		    "consumed WHERE grp = $1 AND off = $2", 2, g, off));
+		PQclear(r);
 		c->settled--;
 		if (pg_history(q, c->g.id, rc->off, rc->attempt, "released",
 		    st->reason, 0, NULL, 0) < 0)
@@ -1633,9 +1654,12 @@ beat(struct pgq *q, int64_t id, int64_t lease_until)
 	    "WHERE id = $1", 2, pg_int(q, id), pg_int(q, pg_now())));
 	PQclear(r);
 	if (lease_until) {
+		/* not a lease run out whose business id may have gone to
+		   another (--idempotent-by) */
 		TRY(r, pg_qc(q, "cannot extend leases", "UPDATE delivery SET due = "
-		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2", 2,
-		    pg_int(q, id), pg_int(q, lease_until)));
+		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2 AND "
+		    "(bid IS NULL OR due > $3)", 3, pg_int(q, id),
+		    pg_int(q, lease_until), pg_int(q, pg_now())));
 		PQclear(r);
 	}
 	return pg_commit(q);

@@ -498,9 +498,12 @@ group_conf(struct pgq *q, const char *topic, const char *name,
 	    c->timeout != MQ_KEEP && c->timeout ? pg_int(q, c->timeout) : NULL));
 	PQclear(r);
 	/* idempotent-by off, or another id: what it remembers goes */
-	TRY(r, pg_q(q, "cannot update group", "WITH f AS (DELETE FROM consumed "
-	    "WHERE grp = $1 AND $2::text IS NOT NULL AND $2::text IS DISTINCT "
-	    "FROM coalesce((SELECT idem FROM grp WHERE id = $1), '')) "
+	TRY(r, pg_q(q, "cannot update group", "WITH x AS (SELECT $2::text IS "
+	    "NOT NULL AND $2::text IS DISTINCT FROM coalesce((SELECT idem FROM "
+	    "grp WHERE id = $1), '') AS yes), f AS (DELETE FROM consumed WHERE "
+	    "grp = $1 AND (SELECT yes FROM x)), b AS (UPDATE delivery SET "
+	    "bid = NULL WHERE grp = $1 AND bid IS NOT NULL AND (SELECT yes "
+	    "FROM x)) "
 	    "UPDATE grp SET idem = CASE WHEN $2::text IS NULL THEN idem "
 	    "ELSE nullif($2::text, '') END, idem_window = coalesce($3, "
 	    "idem_window), rate_n = CASE WHEN $4 THEN nullif($5::bigint, 0) "

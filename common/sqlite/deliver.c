@@ -987,15 +987,25 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sq_step(q, s, "cannot give back delivery");
 		if (sqlite3_changes(q->db) != 1)
 			return -1;
+		/* its business id was not consumed after all */
+		s = sq_stmt(q, "DELETE FROM consumed WHERE grp = ? AND off = ?");
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, r->off);
+		sq_step(q, s, "cannot give back delivery");
 		c->settled--;
 		sq_history(q, c->g.id, r->off, r->attempt, "released",
 		    st->reason, NULL);
 		sq_touch(q, c->t.id);
 		return MQ_SETTLED;
 	case MQ_EXTEND:
-		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
+		/* a lease of a business id (--idempotent-by) that ran out
+		   may not come back: another may have the id now */
+		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE
+		    " AND (bid IS NULL OR due > ?6)");
 		sqlite3_bind_int64(s, 5, now + st->extend);
-		return change(q, s, c, r, &a, NULL) ? MQ_SETTLED : -1;
+		sqlite3_bind_int64(s, 6, now);
+		return change(q, s, c, r, &a, NULL) &&
+		    sqlite3_changes(q->db) ? MQ_SETTLED : -1;
 	default:	/* MQ_RELEASE */
 		s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?5, "
 		    "consumer = NULL WHERE " LIVE);
@@ -1100,10 +1110,14 @@ sq_beat(struct mq *mq, int64_t id, int64_t lease_until)
 	sqlite3_bind_int64(s, 2, id);
 	sq_step(q, s, "cannot update consumer");
 	if (lease_until) {
+		/* not a lease run out whose business id may have gone to
+		   another (--idempotent-by) */
 		s = sq_stmt(q, "UPDATE delivery SET due = ?2 WHERE "
-		    "consumer = ?1 AND state = 1 AND due < ?2");
+		    "consumer = ?1 AND state = 1 AND due < ?2 AND (bid IS NULL "
+		    "OR due > ?3)");
 		sqlite3_bind_int64(s, 1, id);
 		sqlite3_bind_int64(s, 2, lease_until);
+		sqlite3_bind_int64(s, 3, mq_now());
 		sq_step(q, s, "cannot extend leases");
 	}
 	sq_commit(q, SQ_LAZY);

@@ -457,9 +457,13 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		sq_step(q, s, "cannot update group");
 	}
 	if (c->idem) {	/* off, or another id: what it remembers goes */
-		if (strcmp(c->idem, g->idem))
+		if (strcmp(c->idem, g->idem)) {
 			exec_id(q, "DELETE FROM consumed WHERE grp = ?", g->id,
 			    "cannot update group");
+			exec_id(q, "UPDATE delivery SET bid = NULL WHERE "
+			    "grp = ? AND bid IS NOT NULL", g->id,
+			    "cannot update group");
+		}
 		s = sq_stmt(q, "UPDATE grp SET idem = ?2 WHERE id = ?1");
 		sqlite3_bind_int64(s, 1, g->id);
 		if (*c->idem)
