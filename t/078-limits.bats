@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# 075-limits.bats: mq-topic group --rate N/DUR and --per-key N: limits
+# 078-limits.bats: mq-topic group --rate N/DUR and --per-key N: limits
 # kept in the database, so they hold across consumer processes; a burst,
 # then the schedule; per key in flight; shown; bad values refused.
 

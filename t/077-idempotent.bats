@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# 074-idempotent.bats: mq-topic group --idempotent-by: a business id the
+# 077-idempotent.bats: mq-topic group --idempotent-by: a business id the
 # group acked is settled as a duplicate (never handed out, counted,
 # traced); one leased waits for that delivery to end; a failure or a dead
 # letter lets the next one go; the window ends it; dedup, key and field:N.
