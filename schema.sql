@@ -53,6 +53,8 @@ CREATE TABLE msg (
 	-- since version 10: its headers (mq-send -H), "NAME=VALUE" and a
 	-- newline for each, in the order given; NULL: none
 	headers		TEXT,
+	-- since version 10: the dedup id it was sent with; NULL: none
+	dedup		TEXT,
 	PRIMARY KEY (topic, off)
 ) WITHOUT ROWID;
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
@@ -101,6 +103,22 @@ CREATE TABLE grp (
 	-- since version 9: messages settled because their time to live
 	-- ran out before the group handed them out
 	lapsed		INTEGER NOT NULL DEFAULT 0,
+	-- since version 10: idempotent consumption (mq-topic group
+	-- --idempotent-by): what names a message's business id ('dedup',
+	-- 'key' or 'field:N'; NULL: off), how long a settled one is
+	-- remembered (ms), and the messages settled as duplicates
+	idem		TEXT,
+	idem_window	INTEGER NOT NULL DEFAULT 86400000,
+	duplicates	INTEGER NOT NULL DEFAULT 0,
+	-- since version 10: limits (mq-topic group --rate, --per-key):
+	-- rate_n deliveries per rate_ms (NULL: no limit), rate_tat when
+	-- the next delivery is on schedule (microseconds since the epoch;
+	-- the generic cell rate algorithm), and at most per_key
+	-- deliveries of one key in flight (0: no limit)
+	rate_n		INTEGER,
+	rate_ms		INTEGER,
+	rate_tat	INTEGER NOT NULL DEFAULT 0,
+	per_key		INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 
@@ -130,11 +148,27 @@ CREATE TABLE delivery (
 	since		INTEGER,
 	host		TEXT,
 	pid		INTEGER,
+	-- since version 10: the message's business id, in a group with
+	-- --idempotent-by
+	bid		TEXT,
 	PRIMARY KEY (grp, off)
 ) WITHOUT ROWID;
 CREATE INDEX delivery_due ON delivery (grp, due) WHERE state < 2;
 CREATE INDEX delivery_key ON delivery (grp, key, off) WHERE key IS NOT NULL;
 CREATE INDEX delivery_consumer ON delivery (consumer) WHERE consumer IS NOT NULL;
+CREATE INDEX delivery_bid ON delivery (grp, bid) WHERE bid IS NOT NULL;
+
+-- Idempotent consumption (since version 10): the business ids a group
+-- with --idempotent-by has acked, when, and at which offset.  A message
+-- with one of them, inside the group's window, is settled as a duplicate
+-- instead of handed out.  mq-purge forgets the ones past the window.
+CREATE TABLE consumed (
+	grp		INTEGER NOT NULL,
+	bid		TEXT NOT NULL,
+	off		INTEGER NOT NULL,
+	ts		INTEGER NOT NULL,
+	PRIMARY KEY (grp, bid)
+) WITHOUT ROWID;
 
 -- Running consumers.  A lease with a consumer belongs to that process: when
 -- the process is gone (same host and boot, pid gone or started at another

@@ -31,7 +31,9 @@ static const char synopsis[] =
     "[--max-attempts N]\n"
     "                [--backoff LIST] [--ordered | --unordered]\n"
     "                [--from earliest|latest] [--pause WHEN | --resume]\n"
-    "                [--timeout DUR|none]\n"
+    "                [--timeout DUR|none] [--idempotent-by dedup|key|field:N|none]\n"
+    "                [--idempotent-window DUR] [--rate N/DUR|none]\n"
+    "                [--per-key N|none]\n"
     "       mq-topic [-d FILE] group-delete [--force] TOPIC GROUP\n"
     "       mq-topic [-d FILE] cancel [-f] [--dry-run] [-g GROUP]\n"
     "                TOPIC OFFSET... | -k KEY TOPIC | --dedup ID TOPIC\n"
@@ -54,6 +56,10 @@ static const char *const help[] = {
 	"--pause forever|DUR|TIME",	"group: hand nothing out until then",
 	"--resume",			"group: hand out again, at once",
 	"--timeout DUR|none",		"group: stop a handler that runs longer",
+	"--idempotent-by ID",		"group: skip a business id acked before",
+	"--idempotent-window DUR",	"group: how long an acked id counts (1d)",
+	"--rate N/DUR|none",		"group: hand out at most N per DUR",
+	"--per-key N|none",		"group: at most N of one key in flight",
 	"-g, --group GROUP",		"cancel, delay: in this group only",
 	"-k, --key KEY",		"cancel, delay: every message of KEY",
 	"--dedup ID",			"cancel, delay: the message of dedup ID",

@@ -31,24 +31,37 @@ static void
 print_group(const struct mq_lag_row *r)
 {
 	const struct mq_group *g = &r->g;
-	char lease[32], tmo[40] = "";
+	char lease[32], tmo[40] = "", win[32], idem[80] = "", rate[64] = "";
 
 	mq_format_duration(g->lease, lease, sizeof lease);
 	if (g->timeout) {
 		memcpy(tmo, "; timeout ", 11);
 		mq_format_duration(g->timeout, tmo + 10, sizeof tmo - 10);
 	}
+	if (*g->idem) {
+		mq_format_duration(g->idem_window, win, sizeof win);
+		snprintf(idem, sizeof idem, "; idempotent-by %s for %s",
+		    g->idem, win);
+	}
+	if (g->rate_n) {
+		mq_format_duration(g->rate_ms, win, sizeof win);
+		snprintf(rate, sizeof rate, "; rate %lld/%s",
+		    (long long)g->rate_n, win);
+	}
+	if (g->per_key)
+		snprintf(rate + strlen(rate), sizeof rate - strlen(rate),
+		    "; per-key %d", g->per_key);
 	printf("group %s: position %lld, lag %lld, in-flight %lld, "
 	    "retrying %lld, dead %lld, cancelled %lld, lapsed %lld, "
-	    "consumers %lld; "
-	    "lease %s, max-attempts %d, %s, backoff %s%s%s%s\n", g->name,
+	    "duplicates %lld, consumers %lld; "
+	    "lease %s, max-attempts %d, %s, backoff %s%s%s%s%s%s\n", g->name,
 	    (long long)g->pos, (long long)r->s.lag,
 	    (long long)(r->s.inflight + r->s.expired), (long long)r->s.retrying,
 	    (long long)r->s.dead, (long long)g->cancelled, (long long)g->lapsed,
-	    (long long)r->s.consumers, lease, g->max_attempts,
-	    g->ordered ? "ordered" : "unordered", g->backoff,
+	    (long long)g->duplicates, (long long)r->s.consumers, lease,
+	    g->max_attempts, g->ordered ? "ordered" : "unordered", g->backoff,
 	    *paused(g->paused_until) ? "; paused " : "",
-	    paused(g->paused_until), tmo);
+	    paused(g->paused_until), tmo, idem, rate);
 }
 
 /* One snapshot of a topic (and one group of it, or all). */
@@ -108,9 +121,14 @@ mq_topic_group(const char *db, int argc, char **argv)
 		{ "pause", required_argument, NULL, 'p' },
 		{ "resume", no_argument, NULL, 'r' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "idempotent-by", required_argument, NULL, 'i' },
+		{ "idempotent-window", required_argument, NULL, 'w' },
+		{ "rate", required_argument, NULL, 'R' },
+		{ "per-key", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP, MQ_KEEP };
+	struct mq_group_conf gc = { MQ_KEEP, 0, -1, NULL, 0, MQ_KEEP, MQ_KEEP,
+	    NULL, MQ_KEEP, MQ_KEEP, MQ_KEEP, -1 };
 	struct mq_group g;
 	struct mq_lag L;
 	struct mq *q;
@@ -140,6 +158,18 @@ mq_topic_group(const char *db, int argc, char **argv)
 		case 'r': gc.paused_until = 0; break;
 		case 't': gc.timeout = strcmp(optarg, "none") ?	/* 0: none */
 			      mq_duration_arg(optarg, "timeout") : 0;
+			  break;
+		case 'i': gc.idem = mq_idem_arg(optarg); break;
+		case 'w':
+			gc.idem_window = mq_duration_arg(optarg,
+			    "idempotent window");
+			if (gc.idem_window < 1)
+				mq_usage_err("invalid idempotent window: must "
+				    "be above zero");
+			break;
+		case 'R': mq_rate_arg(optarg, &gc.rate_n, &gc.rate_ms); break;
+		case 'K': gc.per_key = strcmp(optarg, "none") ? (int)mq_num_arg(
+			      optarg, 0, 1000000, "per-key limit") : 0;
 			  break;
 		case 'o': gc.ordered = 1; break;
 		case 'u': gc.ordered = 0; break;

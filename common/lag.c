@@ -63,14 +63,15 @@ mq_lag_json(FILE *f, const struct mq_lag *L)
 			    "\"consumers\":%lld,\"settled_total\":%lld,"
 			    "\"delivered_total\":%lld,\"failed_total\":%lld,"
 			    "\"dead_lettered_total\":%lld,\"cancelled_total\":%lld,"
-			    "\"lapsed_total\":%lld",
+			    "\"lapsed_total\":%lld,\"duplicates_total\":%lld",
 			    r->g.name, (long long)r->g.pos, (long long)r->s.lag,
 			    (long long)r->s.inflight, (long long)r->s.expired,
 			    (long long)r->s.retrying, (long long)r->s.delayed,
 			    (long long)r->s.dead, (long long)r->s.consumers,
 			    (long long)r->g.settled, (long long)r->g.delivered,
 			    (long long)r->g.failed, (long long)r->g.deadlettered,
-			    (long long)r->g.cancelled, (long long)r->g.lapsed);
+			    (long long)r->g.cancelled, (long long)r->g.lapsed,
+			    (long long)r->g.duplicates);
 			if (r->s.oldest_ts) {
 				mq_rfc3339(r->s.oldest_ts, old, sizeof old);
 				fprintf(f, ",\"oldest_age_s\":%.3f,\"oldest_time\":"
@@ -129,6 +130,8 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 		  "settled because mq-topic cancel said so.", 1 },
 		{ "mq_group_lapsed_total", "counter", "Messages whose time to "
 		  "live ran out before the group handed them out.", 1 },
+		{ "mq_group_duplicates_total", "counter", "Messages settled "
+		  "as duplicates of a business id the group had acked.", 1 },
 		{ "mq_topic_last_send_timestamp_seconds", "gauge", "When the "
 		  "last message was sent to the topic (none: never).", 0 },
 		{ "mq_group_last_settle_timestamp_seconds", "gauge", "When the "
@@ -168,10 +171,11 @@ mq_lag_prometheus(FILE *f, const struct mq_lag *L)
 			case 15: v = r->g.deadlettered; break;
 			case 16: v = r->g.cancelled; break;
 			case 17: v = r->g.lapsed; break;
-			case 18: v = r->t.last_ts / 1e3; break;
+			case 18: v = r->g.duplicates; break;
+			case 19: v = r->t.last_ts / 1e3; break;
 			default: v = r->g.settled_ts / 1e3; break;
 			}
-			if (k >= 18 && v == 0)
+			if (k >= 19 && v == 0)
 				continue;	/* never: no sample */
 			if (m[k].group)
 				fprintf(f, "%s{topic=\"%s\",group=\"%s\"} %.15g\n",

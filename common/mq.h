@@ -60,6 +60,8 @@ const char *mq_key_arg(const char *s, int utf8, const char *what);
 int64_t	 mq_duration_arg(const char *s, const char *what);
 int64_t	 mq_time_arg(const char *s, const char *what);
 int64_t	 mq_pause_arg(const char *s);
+const char *mq_idem_arg(const char *s);
+void	 mq_rate_arg(const char *s, int64_t *n, int64_t *ms);
 long long mq_num_arg(const char *s, long long min, long long max,
 	    const char *what);
 int	 mq_parse_backoff(const char *s, int64_t **steps, int *n);
@@ -195,6 +197,12 @@ struct mq_group {
 	int64_t		timeout;	/* ms a handler may run; 0: no limit */
 	int		max_attempts, ordered;
 	char		backoff[512];
+	char		idem[16];	/* --idempotent-by; "": off */
+	int64_t		idem_window;	/* ms a settled business id counts */
+	int64_t		duplicates;	/* settled as duplicates (counter) */
+	int64_t		rate_n, rate_ms;	/* --rate N/DUR; 0: none */
+	int64_t		rate_tat;	/* us: the next one on schedule */
+	int		per_key;	/* in flight per key; 0: no limit */
 };
 struct mq_group_conf {
 	int64_t		lease;		/* MQ_KEEP: unchanged */
@@ -204,6 +212,10 @@ struct mq_group_conf {
 	int		latest;		/* a new group starts at the end */
 	int64_t		paused_until;	/* MQ_KEEP: unchanged; 0: resume */
 	int64_t		timeout;	/* MQ_KEEP: unchanged; 0: no limit */
+	const char	*idem;		/* NULL: unchanged; "": off */
+	int64_t		idem_window;	/* MQ_KEEP: unchanged */
+	int64_t		rate_n, rate_ms;	/* MQ_KEEP: unchanged; 0: none */
+	int		per_key;	/* -1: unchanged; 0: no limit */
 };
 /* Until when the group (or its topic) hands nothing out; 0: it does. */
 int64_t	 mq_paused(const struct mq_topic *, const struct mq_group *,
@@ -541,6 +553,11 @@ enum {
 };
 int	 mq_rule_mark(int op, int state, int ahead, int force);
 int	 mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now);
+char	*mq_business_id(const char *how, const struct mq_msg *,
+	    const char *dedup);
+int	 mq_rule_rate(const struct mq_group *, int64_t now, int want,
+	    int64_t *t0, int64_t *next);
+int64_t	 mq_rule_rate_tat(const struct mq_group *, int64_t t0, int n);
 
 /*
  * follow.c: the one loop that claims, waits and keeps a consumer's leases

@@ -383,6 +383,57 @@ mq_pause_arg(const char *s)
 	return d;
 }
 
+/*
+ * mq-topic group --idempotent-by: dedup, key, field:N (1 to 1000) or
+ * none ("").  Dies 64 on anything else.
+ */
+const char *
+mq_idem_arg(const char *s)
+{
+	char *end;
+	long n;
+
+	if (!strcmp(s, "none"))
+		return "";
+	if (!strcmp(s, "dedup") || !strcmp(s, "key"))
+		return s;
+	if (!strncmp(s, "field:", 6) && s[6] >= '1' && s[6] <= '9') {
+		n = strtol(s + 6, &end, 10);
+		if (!*end && n <= 1000)
+			return s;
+	}
+	mq_usage_err("invalid --idempotent-by '%s': want dedup, key, "
+	    "field:N (1 to 1000) or none", s);
+	return NULL;
+}
+
+/*
+ * mq-topic group --rate N/DUR (DUR's number may go: 10/s) or none (0, 0).
+ * Dies 64 on anything else.
+ */
+void
+mq_rate_arg(const char *s, int64_t *n, int64_t *ms)
+{
+	char dur[32], *end;
+	const char *slash = strchr(s, '/');
+
+	*n = *ms = 0;
+	if (!strcmp(s, "none"))
+		return;
+	if (slash && slash > s && slash[1] && *s >= '0' && *s <= '9' &&
+	    strlen(slash + 1) < sizeof dur - 1) {
+		*n = strtoll(s, &end, 10);
+		snprintf(dur, sizeof dur, "%s%s", slash[1] >= '0' &&
+		    slash[1] <= '9' ? "" : "1", slash + 1);
+		if (end == slash && *n >= 1 && *n <= 1000000 &&
+		    mq_parse_duration(dur, ms) == 0 && *ms >= 1 &&
+		    *ms <= 366LL * 86400000)
+			return;
+	}
+	mq_usage_err("invalid --rate '%s': want N/DUR (10/1s, 100/m: N from "
+	    "1 to 1000000, DUR up to a year) or none", s);
+}
+
 /* mq-topic create and set: key=value settings; dies 64 on a bad one. */
 void
 mq_topic_settings(struct mq_topic_conf *c, int argc, char **argv)

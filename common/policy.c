@@ -21,6 +21,15 @@
  *   flight only with force (its receipt goes stale); a reschedule moves
  *   what waits (not handed out yet, or waiting for a retry), a message in
  *   flight only with force, and never a dead letter (redrive it).
+ * - In a group with --idempotent-by, a message's business id is its dedup
+ *   id, its key, or a field of its first line.  One whose id the group
+ *   acked inside its window is settled as a duplicate, never handed out;
+ *   one whose id is leased (a lease that has not run out) waits until
+ *   that delivery ends; one without an id goes as in any group.
+ * - A group with --rate N/DUR hands out at most N in any DUR (a burst of
+ *   N after a quiet DUR, then one every DUR/N): the generic cell rate
+ *   algorithm, over the group's one number rate_tat.  Redeliveries
+ *   count; duplicates, lapses and dead letters do not.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +160,71 @@ mq_rule_lapsed(int state, int attempt, int64_t expires, int64_t now)
 {
 	return expires && expires <= now && attempt == 0 &&
 	    state != MQ_LEASED;
+}
+
+/*
+ * A message's business id in a group with --idempotent-by (how: "dedup",
+ * "key" or "field:N"): its dedup id, its key, or the Nth field of its
+ * first line (fields are separated by blanks, as awk's).  NULL: none.
+ */
+char *
+mq_business_id(const char *how, const struct mq_msg *m, const char *dedup)
+{
+	const unsigned char *p = m->body, *end = m->body + m->len, *f;
+	long n;
+
+	if (!strcmp(how, "dedup"))
+		return dedup ? mq_strdup(dedup) : NULL;
+	if (!strcmp(how, "key"))
+		return m->key ? mq_strdup(m->key) : NULL;
+	if (strncmp(how, "field:", 6) || !p)
+		return NULL;
+	for (n = strtol(how + 6, NULL, 10); ; n--) {
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p == end || *p == '\n' || *p == '\0')
+			return NULL;
+		for (f = p; p < end && *p != ' ' && *p != '\t' && *p != '\n' &&
+		    *p != '\0'; p++)
+			;
+		if (n == 1)
+			return mq_memdup(f, (size_t)(p - f));
+	}
+}
+
+/* --rate: the microseconds between two deliveries on schedule. */
+static int64_t
+rate_step(const struct mq_group *g)
+{
+	return (g->rate_ms * 1000 + g->rate_n - 1) / g->rate_n;
+}
+
+/*
+ * How many of want may go now under the group's rate (want when it has
+ * none); *t0 (us) is the schedule they start from, for mq_rule_rate_tat.
+ * 0: none may; *next is when one may (ms).
+ */
+int
+mq_rule_rate(const struct mq_group *g, int64_t now, int want, int64_t *t0,
+    int64_t *next)
+{
+	int64_t step, may, us = now * 1000;
+
+	if (!g->rate_n)
+		return want;
+	step = rate_step(g);
+	*t0 = g->rate_tat > us ? g->rate_tat : us;
+	may = (us + g->rate_ms * 1000 - *t0) / step;
+	if (may <= 0) {
+		*next = (*t0 + step - g->rate_ms * 1000 + 999) / 1000;
+		return 0;
+	}
+	return may < want ? (int)may : want;
+}
+
+/* The group's rate_tat once n went from the schedule t0 on. */
+int64_t
+mq_rule_rate_tat(const struct mq_group *g, int64_t t0, int n)
+{
+	return g->rate_n && n > 0 ? t0 + n * rate_step(g) : g->rate_tat;
 }

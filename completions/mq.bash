@@ -139,7 +139,8 @@ _mq() {
 		    --version' ;;
 	mq-topic)
 		argopts='-d --db --lease --max-attempts --backoff --from --pause
-		    --timeout -g --group -k --key --dedup --at --delay'
+		    --timeout --idempotent-by --idempotent-window --rate --per-key
+		    -g --group -k --key --dedup --at --delay'
 		opts='-d -f -h -V --db --force --help --version' ;;
 	*)
 		return ;;
@@ -191,6 +192,9 @@ _mq() {
 		mq-recv|mq-replay|mq-purge) _mq_reply "$(_mq_groups "${pos[0]}")" ;;
 		mq-topic) _mq_reply "$(_mq_groups "${pos[1]}")" ;;
 		esac
+		return ;;
+	--idempotent-by)
+		_mq_reply 'dedup key field: none'
 		return ;;
 	--from)
 		_mq_reply 'earliest latest'
@@ -247,7 +251,8 @@ _mq() {
 				if [[ $sub == group ]]; then
 					_mq_reply '--lease --max-attempts --backoff
 					    --ordered --unordered --from --pause
-					    --resume --timeout'
+					    --resume --timeout --idempotent-by
+					    --idempotent-window --rate --per-key'
 				else
 					_mq_reply '--force -f'
 				fi

@@ -198,7 +198,7 @@ complete -c mq-purge -s q -l quiet -d 'print nothing but errors and warnings'
 complete -c mq-purge -l vacuum -d 'give the free space back to the system'
 
 # mq-topic COMMAND ...
-set -l a -d --db --lease --max-attempts --backoff --from --pause --timeout -g --group -k --key --dedup --at --delay
+set -l a -d --db --lease --max-attempts --backoff --from --pause --timeout --idempotent-by --idempotent-window --rate --per-key -g --group -k --key --dedup --at --delay
 set -l sub "__mq_nop 0 $a"
 complete -c mq-topic -n $sub -a create -d 'create a topic'
 complete -c mq-topic -n $sub -a list -d 'list the topics'
@@ -225,6 +225,10 @@ complete -c mq-topic -n "$is group" -l from -x -a 'earliest latest' -d 'where a 
 complete -c mq-topic -n "$is group" -l pause -x -a forever -d 'hand nothing out until then'
 complete -c mq-topic -n "$is group" -l resume -d 'hand out again, at once'
 complete -c mq-topic -n "$is group" -l timeout -x -a none -d 'stop a handler that runs longer'
+complete -c mq-topic -n "$is group" -l idempotent-by -x -a 'dedup key field: none' -d 'settle an acked business id as a duplicate'
+complete -c mq-topic -n "$is group" -l idempotent-window -x -d 'how long an acked business id counts'
+complete -c mq-topic -n "$is group" -l rate -x -a none -d 'hand out at most N per duration'
+complete -c mq-topic -n "$is group" -l per-key -x -a none -d 'at most N of one key in flight'
 complete -c mq-topic -n "$is cancel delay" -s g -l group -x -a "(__mq_groups (__mq_operands $a)[2])" -d 'in this group only'
 complete -c mq-topic -n "$is cancel delay" -s k -l key -x -d 'every message of KEY'
 complete -c mq-topic -n "$is cancel delay" -l dedup -x -d 'the message of dedup ID'

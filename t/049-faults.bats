@@ -590,7 +590,7 @@ check_topic_group() {
 	local g2
 
 	g2="group g2: position 1, lag 1, in-flight 0, retrying 0, dead 0,"
-	g2+=" cancelled 0, lapsed 0, consumers 0; lease 5s, max-attempts 3,"
+	g2+=" cancelled 0, lapsed 0, duplicates 0, consumers 0; lease 5s, max-attempts 3,"
 	g2+=" unordered, backoff"
 	show_t
 	case $SHOW in

@@ -46,7 +46,7 @@ t/h: cancelled 4"
 	assert_line --regexp '^group g: settled$'
 	assert_line --regexp 'attempt 0  cancelled  .*by '"$(id -un)"'$'
 	run -0 mq-topic show t
-	assert_line --regexp '^group g: .*dead 0, cancelled 2, lapsed 0, consumers 0;'
+	assert_line --regexp '^group g: .*dead 0, cancelled 2, lapsed 0, duplicates 0, consumers 0;'
 	mq-lag --prometheus t | grep -qx 'mq_group_cancelled_total{topic="t",group="g"} 2'
 }
 

@@ -80,6 +80,16 @@ dump() {
 	    ALTER TABLE msg DROP COLUMN expires;
 	    ALTER TABLE msg DROP COLUMN headers;
 	    ALTER TABLE topic DROP COLUMN paused_until;
+	    ALTER TABLE grp DROP COLUMN idem;
+	    ALTER TABLE grp DROP COLUMN idem_window;
+	    ALTER TABLE grp DROP COLUMN duplicates;
+	    ALTER TABLE grp DROP COLUMN rate_n;
+	    ALTER TABLE grp DROP COLUMN rate_ms;
+	    ALTER TABLE grp DROP COLUMN rate_tat;
+	    ALTER TABLE grp DROP COLUMN per_key;
+	    ALTER TABLE msg DROP COLUMN dedup;
+	    ALTER TABLE delivery DROP COLUMN bid;
+	    DROP TABLE consumed;
 	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
 	run -0 mq-lag --json t
 	assert_equal "${#lines[@]}" 2

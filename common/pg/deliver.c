@@ -140,17 +140,18 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			PQclear(r);
 		}
 	}
-	/* the rows, up to 1000 a statement: ($1..$6 shared, then off, body) */
+	/* the rows, up to 1000 a statement: ($1..$6 shared, then off, body,
+	   dedup id) */
 	for (i = 0; i < n; i += rows) {
 		rows = n - i < 1000 ? n - i : 1000;
 		free(sql);
 		free(v);
 		free(len);
 		free(fmt);
-		sql = mq_alloc(80 + rows * 48);
-		v = mq_array(NULL, 6 + 2 * rows, sizeof *v);
-		len = mq_array(NULL, 6 + 2 * rows, sizeof *len);
-		fmt = mq_array(NULL, 6 + 2 * rows, sizeof *fmt);
+		sql = mq_alloc(80 + rows * 64);
+		v = mq_array(NULL, 6 + 3 * rows, sizeof *v);
+		len = mq_array(NULL, 6 + 3 * rows, sizeof *len);
+		fmt = mq_array(NULL, 6 + 3 * rows, sizeof *fmt);
 		v[0] = pg_int(q, t.id);
 		v[1] = pg_int(q, ts);
 		v[2] = pg_int(q, due);
@@ -161,14 +162,15 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		for (k = 0; k < 6; k++)
 			len[k] = fmt[k] = 0;
 		end = stpcpy(sql, "INSERT INTO msg (topic, off, ts, due, key, "
-		    "expires, headers, body) VALUES ");
+		    "expires, headers, body, dedup) VALUES ");
 		nv = 6;
 		done = 0;
 		for (j = i; j < i + rows; j++) {
 			if (out[j].dup)
 				continue;
-			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$5,$6,$%d)",
-			    done++ ? "," : "", nv + 1, nv + 2);	/* < 48 */
+			end += sprintf(end, "%s($1,$%d::bigint,$2,$3,$4,$5,$6,$%d,"
+			    "$%d)", done++ ? "," : "", nv + 1, nv + 2,
+			    nv + 3);	/* < 64 */
 			/* not pg_int(): its 16 buffers would wrap onto v[0..2] */
 			snprintf(num, sizeof num, "%lld", (long long)out[j].off);
 			v[nv] = mq_strdup(num);
@@ -178,11 +180,14 @@ append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			len[nv] = (int)rec[j].len;
 			fmt[nv] = 1;	/* binary: no escaping of bodies */
 			nv++;
+			v[nv] = rec[j].dedup;
+			len[nv] = fmt[nv] = 0;
+			nv++;
 		}
 		if (done) {
 			r = pg_run(q, sql, nv, v, len, fmt,
 			    "cannot store message");
-			for (k = 6; k < (size_t)nv; k += 2)
+			for (k = 6; k < (size_t)nv; k += 3)
 				free((char *)v[k]);
 			if (!r) {
 				free(sql);
@@ -361,7 +366,7 @@ struct claimer {
 	struct mq_topic		 t;
 	struct mq_group		 g;
 	int64_t			 now, lease, pos;
-	int64_t			 delivered, settled, dead;
+	int64_t			 delivered, settled, dead, dups;
 	struct mq_msg		*out;
 	int			 n, max;
 	int			 passed;	/* claim_new passed a due row */
@@ -374,6 +379,18 @@ struct claimer {
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
 	struct pg_arr		 a_off, a_att;			/* auto-acked */
 	struct pg_arr		 x_off;				/* lapsed */
+	/* --idempotent-by: business ids of the leases, of the ones that
+	   wait for a lease of theirs to end, of the duplicates, of the
+	   auto-acked; and those this claim hands out */
+	struct pg_arr		 l_bid;
+	struct pg_arr		 b_off, b_att, b_exp, b_key, b_bid;
+	struct pg_arr		 u_off, u_att, u_first;
+	struct pg_arr		 c_bid, c_off;
+	struct { char *bid; int64_t off; } *handed;
+	int			 nhanded;
+	/* --per-key: deliveries in flight per key, read once a claim */
+	struct { char *key; int n; } *inflight;
+	int			 ninflight, kread;
 };
 
 static void
@@ -390,6 +407,26 @@ free_arrays(struct claimer *k)
 	pg_arr_free(&k->a_off);
 	pg_arr_free(&k->a_att);
 	pg_arr_free(&k->x_off);
+	pg_arr_free(&k->l_bid);
+	pg_arr_free(&k->b_off);
+	pg_arr_free(&k->b_att);
+	pg_arr_free(&k->b_exp);
+	pg_arr_free(&k->b_key);
+	pg_arr_free(&k->b_bid);
+	pg_arr_free(&k->u_off);
+	pg_arr_free(&k->u_att);
+	pg_arr_free(&k->u_first);
+	pg_arr_free(&k->c_bid);
+	pg_arr_free(&k->c_off);
+	while (k->nhanded > 0)
+		free(k->handed[--k->nhanded].bid);
+	free(k->handed);
+	k->handed = NULL;
+	while (k->ninflight > 0)
+		free(k->inflight[--k->ninflight].key);
+	free(k->inflight);
+	k->inflight = NULL;
+	k->kread = 0;
 	free(k->done);
 	k->done = NULL;
 	k->ndone = 0;
@@ -404,6 +441,7 @@ drop_row(struct claimer *k, int64_t off)
 	pg_arr_int(&k->l_exp, 0);
 	pg_arr_int(&k->l_tok, 0);
 	pg_arr_str(&k->l_key, NULL);
+	pg_arr_str(&k->l_bid, NULL);
 }
 
 /* Its time to live ran out before the group handed it out: settled. */
@@ -417,7 +455,7 @@ lapse(struct claimer *k, int64_t off)
 /* Hands m out (attempt already counted), or drops a purged one. */
 static void
 deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
-    const char *key, int existed)
+    const char *key, int existed, const char *bid)
 {
 	uint32_t token = 0;
 
@@ -434,6 +472,10 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 		pg_arr_int(&k->a_att, attempt);
 		if (existed)
 			drop_row(k, m->off);
+		if (bid) {
+			pg_arr_str(&k->c_bid, bid);
+			pg_arr_int(&k->c_off, m->off);
+		}
 	} else {
 		token = arc4random();
 		pg_arr_int(&k->l_off, m->off);
@@ -441,6 +483,7 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 		pg_arr_int(&k->l_exp, expired);
 		pg_arr_int(&k->l_tok, token);
 		pg_arr_str(&k->l_key, key);
+		pg_arr_str(&k->l_bid, bid);
 	}
 	k->out[k->n] = *m;
 	k->out[k->n].attempt = attempt;
@@ -453,55 +496,231 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 }
 
 /*
+ * --per-key N (an unordered group): how many deliveries of key are in
+ * flight (leased, their lease run out or not), as read once a claim and
+ * counted up by what it hands out; NULL: no limit for it.  *rc is
+ * PG_RETRY when the read failed.
+ */
+static int *
+in_flight(struct claimer *k, const char *key, int *rc)
+{
+	PGresult *r;
+	int i;
+
+	*rc = 0;
+	if (!key || !k->g.per_key || k->g.ordered)
+		return NULL;
+	if (!k->kread) {
+		if (!(r = pg_qc(k->q, "cannot read deliveries", "SELECT key, "
+		    "count(*) FROM delivery WHERE grp = $1 AND key IS NOT NULL "
+		    "AND state = 1 GROUP BY key", 1, pg_int(k->q, k->g.id)))) {
+			*rc = PG_RETRY;
+			return NULL;
+		}
+		k->inflight = mq_array(NULL, (size_t)PQntuples(r),
+		    sizeof *k->inflight);
+		for (i = 0; i < PQntuples(r); i++) {
+			k->inflight[i].key = pg_str(r, i, 0);
+			k->inflight[i].n = (int)pg_get(r, i, 1);
+		}
+		k->ninflight = PQntuples(r);
+		k->kread = 1;
+		PQclear(r);
+	}
+	for (i = 0; i < k->ninflight; i++)
+		if (!strcmp(k->inflight[i].key, key))
+			return &k->inflight[i].n;
+	k->inflight = mq_array(k->inflight, (size_t)k->ninflight + 1,
+	    sizeof *k->inflight);
+	k->inflight[k->ninflight].key = mq_strdup(key);
+	k->inflight[k->ninflight].n = 0;
+	return &k->inflight[k->ninflight++].n;
+}
+
+/* idempotent consumption (--idempotent-by) */
+
+struct idem {
+	char	*bid;		/* the business id; NULL: none */
+	int64_t	 first;		/* acked at this offset, in the window; 0: no */
+	int	 busy;		/* leased, and the lease has not run out */
+};
+
+static void idem_free(struct idem *, int);
+
+/*
+ * The business ids of the rows of r (the message's columns from mc on,
+ * its dedup id at dc, the id its delivery row has at bc, -1: none), and
+ * what the group knows of each, in one statement (one snapshot: an ack
+ * that ends a lease has stored its id, or the lease is there).
+ */
+static struct idem *
+idem_look(struct claimer *k, PGresult *r, int mc, int dc, int bc)
+{
+	struct pg_arr ids = { 0 };
+	struct idem *x;
+	struct mq_msg m;
+	PGresult *b;
+	int i, n = PQntuples(r);
+
+	x = mq_array(NULL, (size_t)n, sizeof *x);
+	for (i = 0; i < n; i++) {
+		memset(&x[i], 0, sizeof x[i]);
+		if (bc >= 0 && !pg_null(r, i, bc))
+			x[i].bid = pg_str(r, i, bc);
+		else {
+			pg_msg_row(r, i, mc, &m);
+			if (m.body)
+				x[i].bid = mq_business_id(k->g.idem, &m,
+				    pg_null(r, i, dc) ? NULL :
+				    PQgetvalue(r, i, dc));
+			mq_msg_free(&m);
+		}
+		pg_arr_str(&ids, x[i].bid);
+	}
+	b = pg_qc(k->q, "cannot read business ids", "SELECT c.off, EXISTS "
+	    "(SELECT 1 FROM delivery e WHERE e.grp = $1 AND e.bid = b.bid AND "
+	    "e.state = 1 AND e.due > $2) FROM unnest($3::text[]) WITH "
+	    "ORDINALITY AS b(bid, i) LEFT JOIN consumed c ON c.grp = $1 AND "
+	    "c.bid = b.bid AND c.ts > $4 ORDER BY b.i", 4, pg_int(k->q, k->g.id),
+	    pg_int(k->q, k->now), pg_arr_end(&ids),
+	    pg_int(k->q, k->now - k->g.idem_window));
+	pg_arr_free(&ids);
+	for (i = 0; b && i < n && i < PQntuples(b); i++) {
+		x[i].first = pg_null(b, i, 0) ? 0 : pg_get(b, i, 0);
+		x[i].busy = PQgetvalue(b, i, 1)[0] == 't';
+	}
+	if (b) {
+		PQclear(b);
+		return x;
+	}
+	idem_free(x, n);
+	return NULL;
+}
+
+static void
+idem_free(struct idem *x, int n)
+{
+	int i;
+
+	for (i = 0; x && i < n; i++)
+		free(x[i].bid);
+	free(x);
+}
+
+/*
+ * What a group with --idempotent-by does with the message at off: 0 it
+ * goes (the claim remembers its id), 1 it is a duplicate (of x->first),
+ * 2 it waits for the lease of its id to end.
+ */
+static int
+idem_verdict(struct claimer *k, struct idem *x, int64_t off)
+{
+	int j;
+
+	if (!x->bid)
+		return 0;
+	if (x->first)
+		return 1;
+	if (x->busy)
+		return 2;
+	for (j = 0; j < k->nhanded; j++)	/* handed out by this claim */
+		if (!strcmp(k->handed[j].bid, x->bid)) {
+			if (!k->c->autoack)
+				return 2;
+			x->first = k->handed[j].off;
+			return 1;
+		}
+	k->handed = mq_array(k->handed, (size_t)k->nhanded + 1,
+	    sizeof *k->handed);
+	k->handed[k->nhanded].bid = mq_strdup(x->bid);
+	k->handed[k->nhanded++].off = off;
+	return 0;
+}
+
+/* Settled as a duplicate of x->first, or held until a lease ends. */
+static void
+idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
+    int attempt, int expired, const char *key, int existed)
+{
+	if (how == 1) {
+		pg_arr_int(&k->u_off, off);
+		pg_arr_int(&k->u_att, attempt);
+		pg_arr_int(&k->u_first, x->first);
+		if (existed)
+			drop_row(k, off);
+		k->settled++;
+		k->dups++;
+	} else {
+		pg_arr_int(&k->b_off, off);
+		pg_arr_int(&k->b_att, attempt);
+		pg_arr_int(&k->b_exp, expired);
+		pg_arr_str(&k->b_key, key);
+		pg_arr_str(&k->b_bid, x->bid);
+	}
+}
+
+/*
  * Due deliveries, taken with SKIP LOCKED: waiting ones whose time came
  * and leases that ran out (at max attempts: dead letters, no slot), at
  * offsets from lo to the group's position: a row after it (rescheduled
  * before it was handed out) waits for the position, as in
  * ../sqlite/deliver.c.
  */
+#define DUE_SQL "SELECT d.off, d.state, d.attempt, d.expired, d.key, " \
+	"d.since, d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, " \
+	"m.headers, m.expires, m.dedup, d.bid FROM delivery d LEFT JOIN " \
+	"msg m ON " \
+	"m.topic = $4 AND m.off = d.off WHERE d.grp = $1 AND d.state < 2 " \
+	"AND d.due <= $2 AND d.off >= $5 AND d.off < $6 AND " \
+	"d.off <> ALL($7::bigint[])"
+#define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
+	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.off < d.off " \
+	"AND e.state < 2))"
+#define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
+	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.state = 1 AND " \
+	"e.off <> d.off) < (SELECT per_key FROM grp WHERE id = $1))"
+#define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
+	"delivery e WHERE e.grp = $1 AND e.bid = d.bid AND e.state = 1 " \
+	"AND e.due > $2 AND e.off <> d.off))"
+#define DUE_END " ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED"
+
 static int
 claim_due(struct claimer *k, int64_t lo)
 {
-	static const char plain[] =
-	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.headers, "
-	    "m.expires "
-	    "FROM delivery d "
-	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
-	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
-	    "AND d.off < $6 AND d.off <> ALL($7::bigint[]) ORDER BY d.due, "
-	    "d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
-	static const char ordered[] =
-	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, d.since, "
-	    "d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, m.headers, "
-	    "m.expires "
-	    "FROM delivery d "
-	    "LEFT JOIN msg m ON m.topic = $4 AND m.off = d.off "
-	    "WHERE d.grp = $1 AND d.state < 2 AND d.due <= $2 AND d.off >= $5 "
-	    "AND d.off < $6 AND d.off <> ALL($7::bigint[]) AND (d.key IS "
-	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = $1 "
-	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
-	    "ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED";
+	static const char *const sql[6] = {
+		DUE_SQL DUE_END,
+		DUE_SQL DUE_ORDERED DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_END,
+		DUE_SQL DUE_IDEM DUE_END,
+		DUE_SQL DUE_ORDERED DUE_IDEM DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_IDEM DUE_END,
+	};
 	struct pgq *q = k->q;
+	struct idem *id = NULL;
 	struct mq_verdict v;
 	struct pg_arr d_off = { 0 }, d_exp = { 0 }, d_rsn = { 0 }, x = { 0 };
 	struct pg_arr done = { 0 };
 	struct mq_msg m;
 	PGresult *r;
 	char host[256];
-	int i, n, attempt, expired;
+	int i, n, attempt, expired, how, *fl, rc;
 
 	/* not those an earlier round handed out: not leased yet */
 	for (i = 0; i < k->ndone; i++)
 		pg_arr_int(&done, k->done[i]);
-	r = pg_qc(q, "cannot read deliveries", k->g.ordered ? ordered : plain,
-	    7, pg_int(q, k->g.id), pg_int(q, k->now), pg_int(q, k->max - k->n),
+	r = pg_qc(q, "cannot read deliveries", sql[(k->g.ordered ? 1 :
+	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem], 7, pg_int(q, k->g.id),
+	    pg_int(q, k->now), pg_int(q, k->max - k->n),
 	    pg_int(q, k->t.id), pg_int(q, lo), pg_int(q, k->pos),
 	    pg_arr_end(&done));
 	pg_arr_free(&done);
 	if (!r)
 		return PG_RETRY;
 	n = PQntuples(r);
+	if (n && *k->g.idem && !(id = idem_look(k, r, 8, 15, 16))) {
+		PQclear(r);
+		return PG_RETRY;
+	}
 	for (i = 0; i < n; i++) {
 		attempt = (int)pg_get(r, i, 2);
 		expired = (int)pg_get(r, i, 3);
@@ -514,36 +733,62 @@ claim_due(struct claimer *k, int64_t lo)
 			mq_msg_free(&m);
 			continue;
 		}
+		fl = in_flight(k, pg_null(r, i, 4) ? NULL : PQgetvalue(r, i, 4),
+		    &rc);
+		if (rc < 0)
+			goto fail;
+		/* an earlier row filled its key: not in this claim */
+		if (fl && *fl - (pg_get(r, i, 1) == MQ_LEASED) >=
+		    k->g.per_key) {
+			k->done = mq_array(k->done, k->ndone + 1,
+			    sizeof *k->done);
+			k->done[k->ndone++] = pg_get(r, i, 0);
+			k->gone++;	/* another round: the due rows after it */
+			mq_msg_free(&m);
+			continue;
+		}
 		if (pg_get(r, i, 1) == MQ_LEASED) {
 			expired++;
 			pg_copy(r, i, 6, host, sizeof host);
 			if (pg_history(q, k->g.id, pg_get(r, i, 0), attempt,
 			    "expired", "lease ran out", pg_get(r, i, 5), host,
-			    pg_get(r, i, 7)) < 0) {
-				PQclear(r);
-				return PG_RETRY;
-			}
+			    pg_get(r, i, 7)) < 0)
+				goto fail;
 			if (mq_rule_expired(&k->g, attempt, expired, &v)) {
 				pg_arr_int(&d_off, pg_get(r, i, 0));
 				pg_arr_int(&d_exp, expired);
 				pg_arr_str(&d_rsn, v.reason);
 				if (pg_history(q, k->g.id, pg_get(r, i, 0),
-				    attempt, "dead", v.reason, 0, NULL, 0) < 0) {
-					PQclear(r);
-					return PG_RETRY;
-				}
+				    attempt, "dead", v.reason, 0, NULL, 0) < 0)
+					goto fail;
 				k->dead++;
 				k->gone++;
+				if (fl)		/* out of flight */
+					--*fl;
 				mq_msg_free(&m);
 				continue;
 			}
 		}
+		/* looked at: not again in a later round of this claim */
 		k->done = mq_array(k->done, k->ndone + 1, sizeof *k->done);
 		k->done[k->ndone++] = pg_get(r, i, 0);
+		if (id && (how = idem_verdict(k, &id[i], pg_get(r, i, 0)))) {
+			idem_apply(k, how, &id[i], pg_get(r, i, 0), attempt,
+			    expired, pg_null(r, i, 4) ? NULL :
+			    PQgetvalue(r, i, 4), 1);
+			if (fl && pg_get(r, i, 1) == MQ_LEASED)
+				--*fl;	/* out of flight */
+			k->gone++;	/* another round: the due rows after it */
+			mq_msg_free(&m);
+			continue;
+		}
+		if (fl && pg_get(r, i, 1) != MQ_LEASED)
+			++*fl;
 		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
-		    NULL : PQgetvalue(r, i, 4), 1);
+		    NULL : PQgetvalue(r, i, 4), 1, id ? id[i].bid : NULL);
 	}
 	PQclear(r);
+	idem_free(id, n);
 	if (d_off.n) {
 		r = pg_qc(q, "cannot store delivery", "UPDATE delivery d SET "
 		    "state = 2, consumer = NULL, expired = v.e, reason = v.r "
@@ -554,8 +799,10 @@ claim_due(struct claimer *k, int64_t lo)
 		pg_arr_free(&d_off);
 		pg_arr_free(&d_exp);
 		pg_arr_free(&d_rsn);
-		if (!r)
+		if (!r) {
+			pg_arr_free(&x);
 			return PG_RETRY;
+		}
 		PQclear(r);
 	}
 	if (x.n) {	/* lapsed: out of the due set, and their keys free */
@@ -568,6 +815,15 @@ claim_due(struct claimer *k, int64_t lo)
 		PQclear(r);
 	}
 	return n;
+fail:
+	mq_msg_free(&m);
+	PQclear(r);
+	idem_free(id, n);
+	pg_arr_free(&d_off);
+	pg_arr_free(&d_exp);
+	pg_arr_free(&d_rsn);
+	pg_arr_free(&x);
+	return PG_RETRY;
 }
 
 /*
@@ -584,7 +840,8 @@ claim_new(struct claimer *k)
 	struct mq_msg m;
 	PGresult *r, *busy;
 	struct { char *key; int64_t off; } *keys = NULL;	/* from off on */
-	int i, j, n, want, nkeys = 0, held, idle, looked = 0;
+	struct idem *x = NULL;
+	int i, j, n, want, nkeys = 0, held, idle, looked = 0, how, *fl, rc;
 
 	do {
 		want = k->max - k->n;
@@ -593,8 +850,7 @@ claim_new(struct claimer *k)
 		   ours */
 		if (!(r = pg_qc(q, "cannot read messages", "SELECT m.off, "
 		    "m.ts, m.due, m.key, m.body, m.headers, d.state, d.due, "
-		    "m.expires FROM "
-		    "msg m LEFT JOIN "
+		    "m.expires, m.dedup FROM msg m LEFT JOIN "
 		    "delivery d ON d.grp = $4 AND d.off = m.off WHERE "
 		    "m.topic = $1 AND m.off >= $2 AND m.off < (SELECT next_off "
 		    "FROM topic WHERE id = $1) ORDER BY m.off LIMIT $3", 4,
@@ -602,6 +858,10 @@ claim_new(struct claimer *k)
 		    pg_int(q, k->g.id))))
 			goto retry;
 		n = PQntuples(r);
+		if (n && *k->g.idem && !(x = idem_look(k, r, 0, 9, -1))) {
+			PQclear(r);
+			goto retry;
+		}
 		if (k->g.ordered && n && !looked) {
 			looked = 1;
 			/* the first unsettled offset of each key */
@@ -610,6 +870,7 @@ claim_new(struct claimer *k)
 			    "IS NOT NULL AND state < 2 GROUP BY key", 1,
 			    pg_int(q, k->g.id)))) {
 				PQclear(r);
+				idem_free(x, n);
 				goto retry;
 			}
 			for (i = 0; i < PQntuples(busy); i++) {
@@ -638,6 +899,12 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			held = m.due > k->now;
+			/* a duplicate goes now, and holds no key */
+			if (!held && x && x[i].bid && x[i].first) {
+				idem_apply(k, 1, &x[i], m.off, 0, 0, m.key, 0);
+				mq_msg_free(&m);
+				continue;
+			}
 			if (k->g.ordered && m.key) {
 				for (j = 0; j < nkeys && strcmp(keys[j].key,
 				    m.key); j++)
@@ -651,6 +918,14 @@ claim_new(struct claimer *k)
 				} else if (keys[j].off > m.off)
 					keys[j].off = m.off;
 			}
+			fl = in_flight(k, m.key, &rc);
+			if (rc < 0) {
+				mq_msg_free(&m);
+				PQclear(r);
+				idem_free(x, n);
+				goto retry;
+			}
+			held |= fl && *fl >= k->g.per_key;
 			if (held) {
 				pg_arr_int(&k->h_off, m.off);
 				pg_arr_int(&k->h_due, m.due > k->now ? m.due :
@@ -659,10 +934,19 @@ claim_new(struct claimer *k)
 				mq_msg_free(&m);
 				continue;
 			}
+			if (x && (how = idem_verdict(k, &x[i], m.off))) {
+				idem_apply(k, how, &x[i], m.off, 0, 0, m.key, 0);
+				mq_msg_free(&m);
+				continue;
+			}
 			idle--;
-			deliver(k, &m, 1, 0, m.key, 0);
+			if (fl)
+				++*fl;
+			deliver(k, &m, 1, 0, m.key, 0, x ? x[i].bid : NULL);
 		}
 		PQclear(r);
+		idem_free(x, n);
+		x = NULL;
 		k->seen += n;
 	} while (n == want && idle && !k->passed && k->n < k->max &&
 	    k->seen < SCAN_MAX);
@@ -707,17 +991,20 @@ write_claim(struct claimer *k)
 		    "settled_ts = CASE WHEN $14::bigint > 0 THEN $9::bigint ELSE "
 		    "settled_ts END WHERE id = $1), v AS (SELECT * "
 		    "FROM unnest($2::bigint[], $3::int[], $4::int[], "
-		    "$5::bigint[], $6::text[]) AS v(off, a, e, t, key)), "
+		    "$5::bigint[], $6::text[], $16::text[]) AS v(off, a, e, t, "
+		    "key, bid)), "
 		    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 "
 		    "AND v.off < 0 AND d.off = -v.off) "
 		    "INSERT INTO delivery (grp, off, state, due, attempt, "
-		    "expired, token, consumer, key, since, host, pid) SELECT $1, "
-		    "v.off, 1, $7, v.a, v.e, v.t, $8, v.key, $9, $10, $11 FROM v "
+		    "expired, token, consumer, key, since, host, pid, bid) SELECT "
+		    "$1, v.off, 1, $7, v.a, v.e, v.t, $8, v.key, $9, $10, $11, "
+		    "v.bid FROM v "
 		    "WHERE v.off > 0 ON CONFLICT (grp, off) DO UPDATE SET "
 		    "state = 1, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
 		    "expired = EXCLUDED.expired, token = EXCLUDED.token, "
 		    "consumer = EXCLUDED.consumer, since = EXCLUDED.since, "
-		    "host = EXCLUDED.host, pid = EXCLUDED.pid", 15,
+		    "host = EXCLUDED.host, pid = EXCLUDED.pid, "
+		    "bid = EXCLUDED.bid", 16,
 		    pg_int(q, k->g.id), pg_arr_end(&k->l_off),
 		    pg_arr_end(&k->l_att), pg_arr_end(&k->l_exp),
 		    pg_arr_end(&k->l_tok), pg_arr_end(&k->l_key),
@@ -725,7 +1012,49 @@ write_claim(struct claimer *k)
 		    k->c->consumer ? pg_int(q, k->c->consumer) : NULL,
 		    pg_int(q, k->now), mq_hostname(), pg_int(q, mq_pid()),
 		    pg_int(q, k->pos), pg_int(q, k->delivered),
-		    pg_int(q, k->settled), pg_int(q, k->dead)));
+		    pg_int(q, k->settled), pg_int(q, k->dead),
+		    pg_arr_end(&k->l_bid)));
+		PQclear(r);
+	}
+	if (k->u_off.n) {
+		/* duplicates: their history, their count */
+		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE "
+		    "grp SET duplicates = duplicates + $3 WHERE id = $1) INSERT "
+		    "INTO history (grp, off, ts, n, attempt, event, host, pid, "
+		    "reason) SELECT $1, v.o, $4, $5, v.a, 'duplicate', $6, $7, "
+		    "'duplicate of #' || v.f FROM unnest($2::bigint[], "
+		    "$8::int[], $9::bigint[]) AS v(o, a, f)", 9,
+		    pg_int(q, k->g.id), pg_arr_end(&k->u_off),
+		    pg_int(q, k->u_off.n), pg_int(q, k->now),
+		    pg_int(q, mq_history_n()), mq_hostname(),
+		    pg_int(q, mq_pid()), pg_arr_end(&k->u_att),
+		    pg_arr_end(&k->u_first)));
+		PQclear(r);
+	}
+	if (k->b_off.n) {
+		/* each waits, due, until the lease of its business id ends */
+		TRY(r, pg_qc(q, "cannot store delivery", "INSERT INTO delivery "
+		    "(grp, off, state, due, attempt, expired, key, bid) SELECT "
+		    "$1, v.o, 0, $2, v.a, v.e, v.k, v.b FROM unnest($3::bigint[], "
+		    "$4::int[], $5::int[], $6::text[], $7::text[]) AS "
+		    "v(o, a, e, k, b) ON CONFLICT (grp, off) DO UPDATE SET "
+		    "state = 0, due = EXCLUDED.due, attempt = EXCLUDED.attempt, "
+		    "expired = EXCLUDED.expired, consumer = NULL, "
+		    "bid = EXCLUDED.bid", 7, pg_int(q, k->g.id),
+		    pg_int(q, k->now), pg_arr_end(&k->b_off),
+		    pg_arr_end(&k->b_att), pg_arr_end(&k->b_exp),
+		    pg_arr_end(&k->b_key), pg_arr_end(&k->b_bid)));
+		PQclear(r);
+	}
+	if (k->c_bid.n) {
+		/* auto-acked: their business ids are consumed */
+		TRY(r, pg_qc(q, "cannot store business id", "INSERT INTO "
+		    "consumed (grp, bid, off, ts) SELECT $1, v.b, v.o, $4 FROM "
+		    "unnest($2::text[], $3::bigint[]) AS v(b, o) ON CONFLICT "
+		    "(grp, bid) DO UPDATE SET off = EXCLUDED.off, "
+		    "ts = EXCLUDED.ts", 4, pg_int(q, k->g.id),
+		    pg_arr_end(&k->c_bid), pg_arr_end(&k->c_off),
+		    pg_int(q, k->now)));
 		PQclear(r);
 	}
 	if (k->h_off.n) {
@@ -789,7 +1118,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 {
 	struct claimer k;
 	PGresult *r;
-	int64_t gone0, pos0;
+	int64_t gone0, pos0, t0 = 0, when;
 	int rc, i;
 
 	memset(&k, 0, sizeof k);
@@ -843,6 +1172,11 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
+	if (!(k.max = mq_rule_rate(&k.g, k.now, max, &t0, &when))) {
+		if (next)	/* --rate: none may go before then */
+			*next = when;
+		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
+	}
 	k.pos = k.g.pos;
 	/* again after a round in which some went dead or lapsed (those rows
 	   are changed at once; the ones it handed out are not leased until
@@ -867,6 +1201,13 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	}
 	if ((rc = write_claim(&k)) < 0)
 		goto retry;
+	if (k.g.rate_n && k.n) {	/* --rate: the schedule moves on */
+		if (!(r = pg_qc(q, "cannot update group", "UPDATE grp SET "
+		    "rate_tat = $2 WHERE id = $1", 2, pg_int(q, k.g.id),
+		    pg_int(q, mq_rule_rate_tat(&k.g, t0, k.n)))))
+			goto retry;
+		PQclear(r);
+	}
 	if (next)
 		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ?
 		    k.now : next_due(q, k.g.id, k.now);
@@ -956,9 +1297,13 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 
 	switch (st->how) {
 	case MQ_ACK:
-		TRY(r, pg_qc(q, "cannot settle delivery", "DELETE FROM delivery d "
-		    "WHERE " LIVE " RETURNING since, host, pid", 4, g, off, att,
-		    tok));
+		TRY(r, pg_qc(q, "cannot settle delivery", "WITH gone AS (DELETE "
+		    "FROM delivery d WHERE " LIVE " RETURNING since, host, pid, "
+		    "bid), b AS (INSERT INTO consumed (grp, bid, off, ts) "
+		    "SELECT $1, bid, $2, $5 FROM gone WHERE bid IS NOT NULL ON "
+		    "CONFLICT (grp, bid) DO UPDATE SET off = EXCLUDED.off, "
+		    "ts = EXCLUDED.ts) SELECT * FROM gone", 5, g, off, att, tok,
+		    pg_int(q, now)));
 		if (!MATCHED(r)) {
 			PQclear(r);
 			return -1;
@@ -968,7 +1313,7 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		if (pg_history(q, c->g.id, rc->off, rc->attempt, "acked", NULL,
 		    since, host, pid) < 0)
 			return PG_RETRY;
-		if (c->g.ordered)
+		if (c->g.ordered || c->g.per_key || *c->g.idem)
 			pg_notify(q, c->t.id);	/* its key is free */
 		return MQ_SETTLED;
 	case MQ_FAIL:
@@ -1014,9 +1359,12 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		pg_notify(q, c->t.id);
 		return MQ_SETTLED;
 	case MQ_EXTEND:
+		/* a lease of a business id (--idempotent-by) that ran out
+		   may not come back: another may have the id now */
 		TRY(r, pg_qc(q, "cannot settle delivery", "UPDATE delivery d SET "
-		    "due = $5 WHERE " LIVE " RETURNING since, host, pid", 5, g,
-		    off, att, tok, pg_int(q, now + st->extend)));
+		    "due = $5 WHERE " LIVE " AND (d.bid IS NULL OR d.due > $6) "
+		    "RETURNING since, host, pid", 6, g, off, att, tok,
+		    pg_int(q, now + st->extend), pg_int(q, now)));
 		since = PQntuples(r);
 		PQclear(r);
 		return since ? MQ_SETTLED : -1;
@@ -1031,6 +1379,10 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		PQclear(r);
 		if (since != 1)
 			return -1;
+		/* its business id was not consumed after all */
+		TRY(r, pg_qc(q, "cannot give back delivery", "DELETE FROM "
+		    "consumed WHERE grp = $1 AND off = $2", 2, g, off));
+		PQclear(r);
 		c->settled--;
 		if (pg_history(q, c->g.id, rc->off, rc->attempt, "released",
 		    st->reason, 0, NULL, 0) < 0)
@@ -1079,7 +1431,11 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
 	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
 	    "d.token = v.t RETURNING d.off, d.attempt, d.token, d.since, "
-	    "d.host, d.pid), h AS (INSERT INTO history (grp, off, ts, n, attempt, "
+	    "d.host, d.pid, d.bid), b AS (INSERT INTO consumed (grp, bid, off, "
+	    "ts) SELECT DISTINCT ON (bid) $1, bid, off, $5 FROM gone WHERE bid "
+	    "IS NOT NULL ORDER BY bid, off DESC ON CONFLICT (grp, bid) DO "
+	    "UPDATE SET off = EXCLUDED.off, ts = EXCLUDED.ts), "
+	    "h AS (INSERT INTO history (grp, off, ts, n, attempt, "
 	    "event, host, pid, since, dhost, dpid) SELECT $1, off, $5, "
 	    "$6::bigint + row_number() OVER (ORDER BY off) - 1, attempt, "
 	    "'acked', $7, $8, since, host, pid FROM gone), u AS (UPDATE grp "
@@ -1108,8 +1464,8 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 		if (st[c->a_at[i]].result == -1)
 			st[c->a_at[i]].result = unmatched(c, &st[c->a_at[i]].r);
 	/* the group's settled count went with them */
-	if (got && c->g.ordered)
-		pg_notify(q, c->t.id);	/* their keys are free */
+	if (got && (c->g.ordered || c->g.per_key || *c->g.idem))
+		pg_notify(q, c->t.id);	/* their keys (business ids) free */
 	return 0;
 }
 
@@ -1303,9 +1659,12 @@ beat(struct pgq *q, int64_t id, int64_t lease_until)
 	    "WHERE id = $1", 2, pg_int(q, id), pg_int(q, pg_now())));
 	PQclear(r);
 	if (lease_until) {
+		/* not a lease run out whose business id may have gone to
+		   another (--idempotent-by) */
 		TRY(r, pg_qc(q, "cannot extend leases", "UPDATE delivery SET due = "
-		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2", 2,
-		    pg_int(q, id), pg_int(q, lease_until)));
+		    "$2 WHERE consumer = $1 AND state = 1 AND due < $2 AND "
+		    "(bid IS NULL OR due > $3)", 3, pg_int(q, id),
+		    pg_int(q, lease_until), pg_int(q, pg_now())));
 		PQclear(r);
 	}
 	return pg_commit(q);

@@ -617,6 +617,12 @@ dedup_expire(struct pgq *q, const struct mq_topic *t, int64_t now, int dry)
 	    "topic = $1 AND ts <= $2", 2, pg_int(q, t->id),
 	    pg_int(q, now - t->dedup_window)));
 	PQclear(r);
+	/* and the business ids its groups acked, past their window */
+	TRY(r, pg_q(q, "cannot expire business ids", "DELETE FROM consumed c "
+	    "USING grp g WHERE g.topic = $1 AND c.grp = g.id AND "
+	    "c.ts <= $2 - g.idem_window", 2, pg_int(q, t->id),
+	    pg_int(q, now)));
+	PQclear(r);
 	return 0;
 }
 

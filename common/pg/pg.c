@@ -645,11 +645,26 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl bigint; "
 	"ALTER TABLE msg ADD COLUMN expires bigint; "
 	"ALTER TABLE grp ADD COLUMN lapsed bigint NOT NULL DEFAULT 0",
-	/* 6 -> 7: message headers; how far each outbox has been moved;
-	   send() (send.sql) */
+	/* 6 -> 7: message headers; how far each outbox has been moved,
+	   send() (send.sql); idempotent consumption; rate and per-key
+	   limits */
 	"ALTER TABLE msg ADD COLUMN headers text; "
 	"CREATE TABLE outbox (source text PRIMARY KEY, moved bigint NOT NULL, "
-	"rows bigint NOT NULL DEFAULT 0, ts bigint NOT NULL)",
+	"rows bigint NOT NULL DEFAULT 0, ts bigint NOT NULL); "
+	"ALTER TABLE msg ADD COLUMN dedup text; "
+	"ALTER TABLE grp ADD COLUMN idem text; "
+	"ALTER TABLE grp ADD COLUMN idem_window bigint NOT NULL "
+	"DEFAULT 86400000; "
+	"ALTER TABLE grp ADD COLUMN duplicates bigint NOT NULL DEFAULT 0; "
+	"ALTER TABLE grp ADD COLUMN rate_n bigint; "
+	"ALTER TABLE grp ADD COLUMN rate_ms bigint; "
+	"ALTER TABLE grp ADD COLUMN rate_tat bigint NOT NULL DEFAULT 0; "
+	"ALTER TABLE grp ADD COLUMN per_key integer NOT NULL DEFAULT 0; "
+	"ALTER TABLE delivery ADD COLUMN bid text; "
+	"CREATE INDEX delivery_bid ON delivery (grp, bid) "
+	"WHERE bid IS NOT NULL; "
+	"CREATE TABLE consumed (grp bigint NOT NULL, bid text NOT NULL, "
+	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid))",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -42,6 +42,7 @@ CREATE TABLE msg (
 	body		bytea NOT NULL,
 	expires		bigint,			-- since version 6
 	headers		text,			-- since version 7
+	dedup		text,			-- since version 7
 	PRIMARY KEY (topic, off)
 );
 CREATE INDEX msg_key ON msg (topic, key, off) WHERE key IS NOT NULL;
@@ -77,6 +78,15 @@ CREATE TABLE grp (
 	timeout		bigint,			-- since version 4
 	cancelled	bigint NOT NULL DEFAULT 0,	-- since version 5
 	lapsed		bigint NOT NULL DEFAULT 0,	-- since version 6
+	-- since version 7: idempotent consumption, as in schema.sql
+	idem		text,
+	idem_window	bigint NOT NULL DEFAULT 86400000,
+	duplicates	bigint NOT NULL DEFAULT 0,
+	-- since version 7: limits, as in schema.sql
+	rate_n		bigint,
+	rate_ms		bigint,
+	rate_tat	bigint NOT NULL DEFAULT 0,
+	per_key		integer NOT NULL DEFAULT 0,
 	UNIQUE (topic, name)
 );
 
@@ -97,12 +107,24 @@ CREATE TABLE delivery (
 	since		bigint,
 	host		text,
 	pid		bigint,
+	bid		text,			-- since version 7
 	PRIMARY KEY (grp, off)
 );
 CREATE INDEX delivery_due ON delivery (grp, due) WHERE state < 2;
 CREATE INDEX delivery_key ON delivery (grp, key, off) WHERE key IS NOT NULL;
 CREATE INDEX delivery_consumer ON delivery (consumer)
     WHERE consumer IS NOT NULL;
+CREATE INDEX delivery_bid ON delivery (grp, bid) WHERE bid IS NOT NULL;
+
+-- Since version 7: the business ids a group with --idempotent-by acked
+-- (schema.sql).
+CREATE TABLE consumed (
+	grp		bigint NOT NULL,
+	bid		text NOT NULL,
+	off		bigint NOT NULL,
+	ts		bigint NOT NULL,
+	PRIMARY KEY (grp, bid)
+);
 
 -- A consumer holds the session-level advisory lock (lockkey) while its
 -- connection lives: whoever can take it knows the consumer is gone.

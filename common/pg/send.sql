@@ -99,9 +99,9 @@ BEGIN
 		    ON CONFLICT (topic, id) DO UPDATE SET off = EXCLUDED.off,
 		    ts = EXCLUDED.ts;
 	END IF;
-	INSERT INTO msg (topic, off, ts, due, key, body, expires)
+	INSERT INTO msg (topic, off, ts, due, key, body, expires, dedup)
 	    VALUES (_t.id, _off, _ts, _due, send.key, send.body,
-	    _ts + coalesce(_ttl, _t.ttl));
+	    _ts + coalesce(_ttl, _t.ttl), send.dedup);
 	UPDATE topic SET next_off = next_off + 1, msgs = msgs + 1,
 	    bytes = bytes + octet_length(send.body),
 	    last_ts = greatest(last_ts, _ts) WHERE id = _t.id;

@@ -76,9 +76,10 @@ pg_topic_ensure(struct pgq *q, const char *name, struct mq_topic *t, int lock)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout, cancelled, lapsed"
+	"settled_ts, paused_until, timeout, cancelled, lapsed, idem, " \
+	"idem_window, duplicates, rate_n, rate_ms, rate_tat, per_key"
 
-#define GROUP_NCOLS 18
+#define GROUP_NCOLS 25
 
 /* The columns of GROUP_COLS from column c on. */
 static void
@@ -102,6 +103,13 @@ group_cols_at(PGresult *r, int i, int c, struct mq_group *g)
 	g->timeout = pg_get(r, i, c + 15);	/* NULL: 0 */
 	g->cancelled = pg_get(r, i, c + 16);
 	g->lapsed = pg_get(r, i, c + 17);
+	pg_copy(r, i, c + 18, g->idem, sizeof g->idem);	/* NULL: "" */
+	g->idem_window = pg_get(r, i, c + 19);
+	g->duplicates = pg_get(r, i, c + 20);
+	g->rate_n = pg_get(r, i, c + 21);	/* NULL: 0 */
+	g->rate_ms = pg_get(r, i, c + 22);
+	g->rate_tat = pg_get(r, i, c + 23);
+	g->per_key = (int)pg_get(r, i, c + 24);
 }
 
 #define group_cols(r, i, g) group_cols_at(r, i, 0, g)
@@ -372,6 +380,7 @@ drop_group(struct pgq *q, int64_t id)
 		"DELETE FROM delivery WHERE grp = $1",
 		"DELETE FROM history WHERE grp = $1",
 		"DELETE FROM consumer WHERE grp = $1",
+		"DELETE FROM consumed WHERE grp = $1",
 		"DELETE FROM grp WHERE id = $1",
 	};
 	PGresult *r;
@@ -487,6 +496,26 @@ group_conf(struct pgq *q, const char *topic, const char *name,
 	    pg_int(q, c->paused_until) : NULL,
 	    c->timeout != MQ_KEEP ? "true" : "false",
 	    c->timeout != MQ_KEEP && c->timeout ? pg_int(q, c->timeout) : NULL));
+	PQclear(r);
+	/* idempotent-by off, or another id: what it remembers goes */
+	TRY(r, pg_q(q, "cannot update group", "WITH x AS (SELECT $2::text IS "
+	    "NOT NULL AND $2::text IS DISTINCT FROM coalesce((SELECT idem FROM "
+	    "grp WHERE id = $1), '') AS yes), f AS (DELETE FROM consumed WHERE "
+	    "grp = $1 AND (SELECT yes FROM x)), b AS (UPDATE delivery SET "
+	    "bid = NULL WHERE grp = $1 AND bid IS NOT NULL AND (SELECT yes "
+	    "FROM x)) "
+	    "UPDATE grp SET idem = CASE WHEN $2::text IS NULL THEN idem "
+	    "ELSE nullif($2::text, '') END, idem_window = coalesce($3, "
+	    "idem_window), rate_n = CASE WHEN $4 THEN nullif($5::bigint, 0) "
+	    "ELSE rate_n END, rate_ms = CASE WHEN $4 THEN nullif($6::bigint, "
+	    "0) ELSE rate_ms END, rate_tat = CASE WHEN $4 THEN 0 ELSE rate_tat "
+	    "END, per_key = coalesce($7, per_key) WHERE id = $1", 7,
+	    pg_int(q, g->id), c->idem,
+	    c->idem_window != MQ_KEEP ? pg_int(q, c->idem_window) : NULL,
+	    c->rate_n != MQ_KEEP ? "true" : "false",
+	    pg_int(q, c->rate_n != MQ_KEEP ? c->rate_n : 0),
+	    pg_int(q, c->rate_ms != MQ_KEEP ? c->rate_ms : 0),
+	    c->per_key >= 0 ? pg_int(q, c->per_key) : NULL));
 	PQclear(r);
 	if (pg_group_row(q, t.id, name, g, 0) < 0)
 		return PG_RETRY;

@@ -127,7 +127,7 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 			sq_step(q, s, "cannot store dedup id");
 		}
 		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body, "
-		    "expires, headers) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+		    "expires, headers, dedup) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
 		sqlite3_bind_int64(s, 1, t.id);
 		sqlite3_bind_int64(s, 2, off);
 		sqlite3_bind_int64(s, 3, ts);
@@ -140,6 +140,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 			sqlite3_bind_int64(s, 7, ts + ttl);
 		if (a->headers)
 			sqlite3_bind_text(s, 8, a->headers, -1, SQLITE_STATIC);
+		if (r[i].dedup)
+			sqlite3_bind_text(s, 9, r[i].dedup, -1, SQLITE_STATIC);
 		sq_step(q, s, "cannot store message");
 		out[i].off = off++;
 		stored++;
@@ -193,7 +195,7 @@ struct claimer {
 	struct mq_topic		 t;
 	struct mq_group		 g;
 	int64_t			 now, lease, pos;
-	int64_t			 delivered, settled, dead, lapsed;
+	int64_t			 delivered, settled, dead, lapsed, dups;
 	struct sq_by		 me;	/* delivering now: this process */
 	struct mq_msg		*out;
 	int			 n, max, changed;
@@ -206,6 +208,8 @@ struct due {
 	int64_t		off, due, expires;	/* expires 0: never */
 	int		state, attempt, expired;	/* state -1: new */
 	char		*key;
+	char		*bid;		/* business id (--idempotent-by) */
+	char		*dedup;		/* the message's dedup id */
 	struct sq_by	by;		/* who delivered it (a lease) */
 	struct mq_msg	m;		/* the message, read with it */
 };
@@ -232,11 +236,14 @@ deliver(struct claimer *k, struct due *d)
 		k->settled++;
 		sq_history(q, k->g.id, d->off, d->attempt, "acked", "auto-ack",
 		    &k->me);
+		if (d->bid)
+			sq_consumed(q, &k->g, d->bid, d->off, k->now);
 	} else {
 		token = arc4random();
 		s = sq_stmt(q, "INSERT OR REPLACE INTO delivery (grp, off, "
 		    "state, due, attempt, expired, token, consumer, key, since, "
-		    "host, pid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+		    "host, pid, bid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+		    "?)");
 		sqlite3_bind_int64(s, 1, k->g.id);
 		sqlite3_bind_int64(s, 2, d->off);
 		sqlite3_bind_int64(s, 3, k->now + k->lease);
@@ -250,6 +257,8 @@ deliver(struct claimer *k, struct due *d)
 		sqlite3_bind_int64(s, 9, k->me.since);
 		sqlite3_bind_text(s, 10, k->me.host, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 11, k->me.pid);
+		if (d->bid)
+			sqlite3_bind_text(s, 12, d->bid, -1, SQLITE_STATIC);
 		sq_step(q, s, "cannot store delivery");
 	}
 	if (!d->m.body) {
@@ -278,6 +287,8 @@ free_due(struct due *d, int n)
 
 	for (i = 0; i < n; i++) {
 		free(d[i].key);
+		free(d[i].bid);
+		free(d[i].dedup);
 		mq_msg_free(&d[i].m);
 	}
 }
@@ -320,27 +331,35 @@ sq_msg_at(sqlite3_stmt *s, int i, struct mq_msg *m)
  * go, not a way past the messages before it; so such a row is never
  * leased, and never settled, before the position has passed it.
  */
+#define DUE_SQL "SELECT d.off, d.state, d.attempt, d.expired, d.key, " \
+	"m.off, m.ts, m.due, m.key, m.body, m.headers, d.since, d.host, " \
+	"d.pid, m.expires, m.dedup, d.bid FROM delivery d LEFT JOIN msg m ON " \
+	"m.topic = ?4 AND m.off = d.off WHERE d.grp = ?1 AND d.state < 2 " \
+	"AND d.due <= ?2 AND d.off < ?5"
+#define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
+	"delivery e INDEXED BY delivery_key WHERE e.grp = ?1 AND " \
+	"e.key = d.key AND e.off < d.off AND e.state < 2))"
+#define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
+	"delivery e INDEXED BY delivery_key WHERE e.grp = ?1 AND " \
+	"e.key = d.key AND e.state = 1 AND e.off != d.off) < ?6)"
+#define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
+	"delivery e INDEXED BY delivery_bid WHERE e.grp = ?1 AND " \
+	"e.bid = d.bid AND e.state = 1 AND e.due > ?2 AND e.off != d.off))"
+#define DUE_END " ORDER BY d.due, d.off LIMIT ?3"
+
 static int
 due_rows(struct claimer *k, struct due *d, int max)
 {
-	static const char plain[] =
-	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, m.headers, d.since, d.host, "
-	    "d.pid, "
-	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
-	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
-	    "AND d.off < ?5 ORDER BY d.due, d.off LIMIT ?3";
-	static const char ordered[] =
-	    "SELECT d.off, d.state, d.attempt, d.expired, d.key, "
-	    "m.off, m.ts, m.due, m.key, m.body, m.headers, d.since, d.host, "
-	    "d.pid, "
-	    "m.expires FROM delivery d LEFT JOIN msg m ON m.topic = ?4 AND "
-	    "m.off = d.off WHERE d.grp = ?1 AND d.state < 2 AND d.due <= ?2 "
-	    "AND d.off < ?5 AND (d.key IS "
-	    "NULL OR NOT EXISTS (SELECT 1 FROM delivery e WHERE e.grp = ?1 "
-	    "AND e.key = d.key AND e.off < d.off AND e.state < 2)) "
-	    "ORDER BY d.due, d.off LIMIT ?3";
-	sqlite3_stmt *s = sq_stmt(k->q, k->g.ordered ? ordered : plain);
+	static const char *const sql[6] = {
+		DUE_SQL DUE_END,
+		DUE_SQL DUE_ORDERED DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_END,
+		DUE_SQL DUE_IDEM DUE_END,
+		DUE_SQL DUE_ORDERED DUE_IDEM DUE_END,
+		DUE_SQL DUE_PER_KEY DUE_IDEM DUE_END,
+	};
+	sqlite3_stmt *s = sq_stmt(k->q, sql[(k->g.ordered ? 1 :
+	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem]);
 	int n = 0;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
@@ -348,8 +367,11 @@ due_rows(struct claimer *k, struct due *d, int max)
 	sqlite3_bind_int(s, 3, max);
 	sqlite3_bind_int64(s, 4, k->t.id);
 	sqlite3_bind_int64(s, 5, k->pos);
+	if (k->g.per_key && !k->g.ordered)
+		sqlite3_bind_int(s, 6, k->g.per_key);
 	while (n < max && sq_step(k->q, s, "cannot read deliveries") ==
 	    SQLITE_ROW) {
+		memset(&d[n], 0, sizeof d[n]);
 		d[n].off = sqlite3_column_int64(s, 0);
 		d[n].state = sqlite3_column_int(s, 1);
 		d[n].attempt = sqlite3_column_int(s, 2);
@@ -358,10 +380,114 @@ due_rows(struct claimer *k, struct due *d, int max)
 		msg_cols(s, 5, &d[n].m);
 		by_cols(s, 11, &d[n].by);
 		d[n].expires = sqlite3_column_int64(s, 14);
+		d[n].dedup = sq_text(s, 15);
+		d[n].bid = sq_text(s, 16);
 		n++;
 	}
 	sqlite3_reset(s);
 	return n;
+}
+
+/* idempotent consumption (--idempotent-by) */
+
+/* An acked business id: remembered for the group's window. */
+void
+sq_consumed(struct sq *q, const struct mq_group *g, const char *bid,
+    int64_t off, int64_t now)
+{
+	sqlite3_stmt *s = sq_stmt(q, "INSERT OR REPLACE INTO consumed "
+	    "(grp, bid, off, ts) VALUES (?, ?, ?, ?)");
+
+	sqlite3_bind_int64(s, 1, g->id);
+	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, off);
+	sqlite3_bind_int64(s, 4, now);
+	sq_step(q, s, "cannot store business id");
+}
+
+/* The offset that settled bid inside the window, else 0. */
+static int64_t
+consumed_at(struct claimer *k, const char *bid)
+{
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT off FROM consumed "
+	    "WHERE grp = ? AND bid = ? AND ts > ?");
+	int64_t off = 0;
+
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, k->now - k->g.idem_window);
+	if (sq_step(k->q, s, "cannot read business ids") == SQLITE_ROW)
+		off = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	return off;
+}
+
+/* Another delivery of bid is leased, and its lease has not run out. */
+static int
+bid_busy(struct claimer *k, const char *bid, int64_t off)
+{
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
+	    "delivery_bid WHERE grp = ? AND bid = ? AND state = 1 AND due > ? "
+	    "AND off != ? LIMIT 1");
+	int busy;
+
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, k->now);
+	sqlite3_bind_int64(s, 4, off);
+	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
+	sqlite3_reset(s);
+	return busy;
+}
+
+/*
+ * In a group with --idempotent-by: 1 when the message went as a
+ * duplicate of one acked (settled, never handed out), or now waits as a
+ * row, due, for the delivery of its business id that is leased to end
+ * (due_rows passes it by until then); 0: it goes.
+ */
+static int
+idempotent(struct claimer *k, struct due *d)
+{
+	sqlite3_stmt *s;
+	char why[48];
+	int64_t first;
+
+	if (!*k->g.idem || (!d->bid && !(d->bid = mq_business_id(k->g.idem,
+	    &d->m, d->dedup))))
+		return 0;
+	if ((first = consumed_at(k, d->bid))) {
+		if (d->state >= 0) {
+			s = sq_stmt(k->q, "DELETE FROM delivery WHERE grp = ? "
+			    "AND off = ?");
+			sqlite3_bind_int64(s, 1, k->g.id);
+			sqlite3_bind_int64(s, 2, d->off);
+			sq_step(k->q, s, "cannot delete delivery");
+		}
+		snprintf(why, sizeof why, "duplicate of #%lld",
+		    (long long)first);
+		sq_history(k->q, k->g.id, d->off, d->attempt, "duplicate", why,
+		    NULL);
+		k->settled++;
+		k->dups++;
+		k->changed = 1;
+		return 1;
+	}
+	if (!bid_busy(k, d->bid, d->off))
+		return 0;
+	s = sq_stmt(k->q, "INSERT OR REPLACE INTO delivery (grp, off, state, "
+	    "due, attempt, expired, key, bid) VALUES (?, ?, 0, ?, ?, ?, ?, ?)");
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_int64(s, 2, d->off);
+	sqlite3_bind_int64(s, 3, k->now);
+	sqlite3_bind_int(s, 4, d->attempt);
+	sqlite3_bind_int(s, 5, d->expired);
+	if (d->key)
+		sqlite3_bind_text(s, 6, d->key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 7, d->bid, -1, SQLITE_STATIC);
+	sq_step(k->q, s, "cannot store delivery");
+	k->changed = 1;
+	return 1;
 }
 
 /* Its time to live ran out before the group handed it out: settled. */
@@ -385,6 +511,29 @@ lapse(struct claimer *k, struct due *d)
 }
 
 /*
+ * A group with --per-key N (unordered): N other deliveries of key are
+ * leased (their lease run out or not: each comes again itself).
+ */
+static int
+key_full(struct claimer *k, const char *key, int64_t off)
+{
+	sqlite3_stmt *s;
+	int n = 0;
+
+	if (!key || !k->g.per_key || k->g.ordered)
+		return 0;
+	s = sq_stmt(k->q, "SELECT count(*) FROM delivery INDEXED BY "
+	    "delivery_key WHERE grp = ? AND key = ? AND state = 1 AND off != ?");
+	sqlite3_bind_int64(s, 1, k->g.id);
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, off);
+	if (sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW)
+		n = sqlite3_column_int(s, 0);
+	sqlite3_reset(s);
+	return n >= k->g.per_key;
+}
+
+/*
  * A lease that ran out at max attempts becomes a dead letter and takes no
  * slot: the loop goes on (every row it sees leaves the due set, so it
  * ends).
@@ -405,6 +554,8 @@ claim_due(struct claimer *k)
 				lapse(k, &d[i]);
 				continue;
 			}
+			if (key_full(k, d[i].key, d[i].off))
+				continue;	/* an earlier row filled it */
 			if (d[i].state == MQ_LEASED) {
 				d[i].expired++;
 				k->changed = 1;
@@ -428,7 +579,8 @@ claim_due(struct claimer *k)
 					continue;
 				}
 			}
-			deliver(k, &d[i]);
+			if (!idempotent(k, &d[i]))
+				deliver(k, &d[i]);
 		}
 		free_due(d, n);
 	} while (n > 0 && k->n < k->max);
@@ -439,8 +591,9 @@ claim_due(struct claimer *k)
 static int
 key_busy(struct claimer *k, const char *key, int64_t off)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery "
-	    "WHERE grp = ? AND key = ? AND state < 2 AND off < ? LIMIT 1");
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
+	    "delivery_key WHERE grp = ? AND key = ? AND state < 2 AND off < ? "
+	    "LIMIT 1");
 	int busy;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
@@ -477,12 +630,11 @@ static void
 claim_new(struct claimer *k)
 {
 	static const char plain[] = "SELECT off, ts, due, key, body, headers, "
-	    "NULL, NULL, expires FROM msg WHERE topic = ?1 AND off >= ?2 AND "
-	    "off < ?3 ORDER BY off LIMIT ?4";
+	    "NULL, NULL, expires, dedup FROM msg WHERE topic = ?1 AND "
+	    "off >= ?2 AND off < ?3 ORDER BY off LIMIT ?4";
 	static const char marked[] = "SELECT m.off, m.ts, m.due, m.key, "
-	    "m.body, m.headers, d.state, d.due, m.expires FROM msg m LEFT JOIN "
-	    "delivery "
-	    "d ON d.grp = ?5 "
+	    "m.body, m.headers, d.state, d.due, m.expires, m.dedup FROM msg m "
+	    "LEFT JOIN delivery d ON d.grp = ?5 "
 	    "AND d.off = m.off WHERE m.topic = ?1 AND m.off >= ?2 AND "
 	    "m.off < ?3 ORDER BY m.off LIMIT ?4";
 	struct due *d = mq_array(NULL, 256, sizeof *d);
@@ -509,6 +661,7 @@ claim_new(struct claimer *k)
 			    -1 : sqlite3_column_int(s, 6);
 			d[n].due = sqlite3_column_int64(s, 7);
 			d[n].expires = sqlite3_column_int64(s, 8);
+			d[n].dedup = sq_text(s, 9);
 			d[n].key = d[n].m.key ? mq_strdup(d[n].m.key) : NULL;
 		}
 		sqlite3_reset(s);
@@ -535,9 +688,10 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
-			    key_busy(k, d[i].key, d[i].off)))
+			    key_busy(k, d[i].key, d[i].off)) ||
+			    key_full(k, d[i].key, d[i].off))
 				hold(k, &d[i]);
-			else
+			else if (!idempotent(k, &d[i]))
 				deliver(k, &d[i]);
 		}
 		free_due(d, n);
@@ -590,7 +744,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct sq *q = SQ(mq);
 	struct claimer k;
 	sqlite3_stmt *s;
-	int64_t paused;
+	int64_t paused, t0 = 0;
 
 	memset(&k, 0, sizeof k);
 	k.q = q;
@@ -634,6 +788,15 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 		return 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
+	if (!(k.max = mq_rule_rate(&k.g, k.now, max, &t0, &paused))) {
+		if (next)	/* --rate: none may go before then */
+			*next = paused;
+		if (k.changed)
+			sq_commit(q, SQ_SEEN);
+		else
+			sq_rollback(q);
+		return 0;
+	}
 	k.pos = k.g.pos;
 	k.me.since = k.now;
 	snprintf(k.me.host, sizeof k.me.host, "%s", mq_hostname());
@@ -656,6 +819,7 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	s = sq_stmt(q, "UPDATE grp SET pos = max(pos, ?2), "
 	    "delivered = delivered + ?3, settled = settled + ?4, "
 	    "deadlettered = deadlettered + ?5, lapsed = lapsed + ?7, "
+	    "duplicates = duplicates + ?8, rate_tat = ?9, "
 	    "settled_ts = CASE WHEN ?4 > 0 THEN ?6 ELSE settled_ts END "
 	    "WHERE id = ?1");
 	sqlite3_bind_int64(s, 1, k.g.id);
@@ -665,6 +829,8 @@ sq_claim(struct mq *mq, const struct mq_claim *c, struct mq_msg *out, int max,
 	sqlite3_bind_int64(s, 5, k.dead);
 	sqlite3_bind_int64(s, 6, k.now);
 	sqlite3_bind_int64(s, 7, k.lapsed);
+	sqlite3_bind_int64(s, 8, k.dups);
+	sqlite3_bind_int64(s, 9, mq_rule_rate_tat(&k.g, t0, k.n));
 	sq_step(q, s, "cannot update group");
 	sq_commit(q, c->autoack ? SQ_DURABLE : SQ_SEEN);
 	return k.n;
@@ -718,25 +884,31 @@ bind_live(sqlite3_stmt *s, const struct gcache *c, const struct mq_receipt *r)
  */
 static int
 live(struct sq *q, const struct gcache *c, const struct mq_receipt *r,
-    struct sq_by *a)
+    struct sq_by *a, char **bid)
 {
-	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid FROM delivery "
-	    "WHERE " LIVE);
+	sqlite3_stmt *s = sq_stmt(q, "SELECT since, host, pid, bid FROM "
+	    "delivery WHERE " LIVE);
 	int found;
 
 	bind_live(s, c, r);
-	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW))
+	if ((found = sq_step(q, s, "cannot read delivery") == SQLITE_ROW)) {
 		by_cols(s, 0, a);
+		if (bid)
+			*bid = sq_text(s, 3);
+	}
 	sqlite3_reset(s);
 	return found;
 }
 
-/* Changes the live delivery of a receipt; the statement binds ?1-?4. */
+/*
+ * Changes the live delivery of a receipt; the statement binds ?1-?4.  bid
+ * (NULL: not wanted) gets its business id.
+ */
 static int
 change(struct sq *q, sqlite3_stmt *s, const struct gcache *c,
-    const struct mq_receipt *r, struct sq_by *a)
+    const struct mq_receipt *r, struct sq_by *a, char **bid)
 {
-	if (!live(q, c, r, a)) {
+	if (!live(q, c, r, a, bid)) {
 		sqlite3_reset(s);
 		return 0;
 	}
@@ -753,16 +925,21 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	struct mq_verdict v;
 	struct sq_by a;
 	sqlite3_stmt *s;
+	char *bid;
 
 	switch (st->how) {
 	case MQ_ACK:
+		bid = NULL;
 		s = sq_stmt(q, "DELETE FROM delivery WHERE " LIVE);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, *c->g.idem ? &bid : NULL))
 			return -1;
 		c->settled++;
 		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
-		if (c->g.ordered)
+		if (bid)	/* its duplicates waiting go as such */
+			sq_consumed(q, &c->g, bid, r->off, now);
+		if (c->g.ordered || c->g.per_key || bid)
 			sq_touch(q, c->t.id);	/* its key is free */
+		free(bid);
 		return MQ_SETTLED;
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, r->attempt, now, st->delay, st->reason, &v);
@@ -773,7 +950,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sqlite3_bind_int64(s, 6, v.due);
 		if (v.reason[0])
 			sqlite3_bind_text(s, 7, v.reason, -1, SQLITE_STATIC);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		c->failed++;
 		sq_history(q, c->g.id, r->off, r->attempt, "failed", st->reason,
@@ -790,7 +967,7 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		    "reason = ?5 WHERE " LIVE);
 		sqlite3_bind_text(s, 5, st->reason ? st->reason :
 		    "dead-lettered", -1, SQLITE_STATIC);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		c->dead++;
 		sq_history(q, c->g.id, r->off, r->attempt, "dead", st->reason ?
@@ -812,20 +989,30 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 		sq_step(q, s, "cannot give back delivery");
 		if (sqlite3_changes(q->db) != 1)
 			return -1;
+		/* its business id was not consumed after all */
+		s = sq_stmt(q, "DELETE FROM consumed WHERE grp = ? AND off = ?");
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, r->off);
+		sq_step(q, s, "cannot give back delivery");
 		c->settled--;
 		sq_history(q, c->g.id, r->off, r->attempt, "released",
 		    st->reason, NULL);
 		sq_touch(q, c->t.id);
 		return MQ_SETTLED;
 	case MQ_EXTEND:
-		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE);
+		/* a lease of a business id (--idempotent-by) that ran out
+		   may not come back: another may have the id now */
+		s = sq_stmt(q, "UPDATE delivery SET due = ?5 WHERE " LIVE
+		    " AND (bid IS NULL OR due > ?6)");
 		sqlite3_bind_int64(s, 5, now + st->extend);
-		return change(q, s, c, r, &a) ? MQ_SETTLED : -1;
+		sqlite3_bind_int64(s, 6, now);
+		return change(q, s, c, r, &a, NULL) &&
+		    sqlite3_changes(q->db) ? MQ_SETTLED : -1;
 	default:	/* MQ_RELEASE */
 		s = sq_stmt(q, "UPDATE delivery SET state = 0, due = ?5, "
 		    "consumer = NULL WHERE " LIVE);
 		sqlite3_bind_int64(s, 5, now);
-		if (!change(q, s, c, r, &a))
+		if (!change(q, s, c, r, &a, NULL))
 			return -1;
 		sq_history(q, c->g.id, r->off, r->attempt, "released",
 		    st->reason, &a);
@@ -925,10 +1112,14 @@ sq_beat(struct mq *mq, int64_t id, int64_t lease_until)
 	sqlite3_bind_int64(s, 2, id);
 	sq_step(q, s, "cannot update consumer");
 	if (lease_until) {
+		/* not a lease run out whose business id may have gone to
+		   another (--idempotent-by) */
 		s = sq_stmt(q, "UPDATE delivery SET due = ?2 WHERE "
-		    "consumer = ?1 AND state = 1 AND due < ?2");
+		    "consumer = ?1 AND state = 1 AND due < ?2 AND (bid IS NULL "
+		    "OR due > ?3)");
 		sqlite3_bind_int64(s, 1, id);
 		sqlite3_bind_int64(s, 2, lease_until);
+		sqlite3_bind_int64(s, 3, mq_now());
 		sq_step(q, s, "cannot extend leases");
 	}
 	sq_commit(q, SQ_LAZY);

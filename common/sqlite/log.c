@@ -560,6 +560,7 @@ static int64_t
 dedup_expire(struct sq *q, const struct mq_topic *t, int64_t now, int dry)
 {
 	sqlite3_stmt *s;
+	int64_t n;
 
 	if (dry)
 		return sq_int(q, "SELECT count(*) FROM dedup WHERE topic = ? AND "
@@ -568,7 +569,15 @@ dedup_expire(struct sq *q, const struct mq_topic *t, int64_t now, int dry)
 	sqlite3_bind_int64(s, 1, t->id);
 	sqlite3_bind_int64(s, 2, now - t->dedup_window);
 	sq_step(q, s, "cannot expire dedup ids");
-	return sqlite3_changes(q->db);
+	n = sqlite3_changes(q->db);
+	/* and the business ids its groups acked, past their window */
+	s = sq_stmt(q, "DELETE FROM consumed WHERE grp IN (SELECT id FROM grp "
+	    "WHERE topic = ?1) AND ts <= ?2 - (SELECT idem_window FROM grp "
+	    "WHERE id = consumed.grp)");
+	sqlite3_bind_int64(s, 1, t->id);
+	sqlite3_bind_int64(s, 2, now);
+	sq_step(q, s, "cannot expire business ids");
+	return n;
 }
 
 /*

@@ -94,10 +94,26 @@ static const char *migrations[] = {
 	"ALTER TABLE topic ADD COLUMN ttl INTEGER;"
 	"ALTER TABLE msg ADD COLUMN expires INTEGER;"
 	"ALTER TABLE grp ADD COLUMN lapsed INTEGER NOT NULL DEFAULT 0;",
-	/* 9 -> 10: message headers; how far each outbox has been moved */
+	/* 9 -> 10: message headers; how far each outbox has been moved;
+	   idempotent consumption; rate and per-key limits */
 	"ALTER TABLE msg ADD COLUMN headers TEXT;"
 	"CREATE TABLE outbox (source TEXT PRIMARY KEY, moved INTEGER NOT NULL, "
-	"rows INTEGER NOT NULL DEFAULT 0, ts INTEGER NOT NULL) WITHOUT ROWID;",
+	"rows INTEGER NOT NULL DEFAULT 0, ts INTEGER NOT NULL) WITHOUT ROWID;"
+	"ALTER TABLE msg ADD COLUMN dedup TEXT;"
+	"ALTER TABLE grp ADD COLUMN idem TEXT;"
+	"ALTER TABLE grp ADD COLUMN idem_window INTEGER NOT NULL "
+	"DEFAULT 86400000;"
+	"ALTER TABLE grp ADD COLUMN duplicates INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE grp ADD COLUMN rate_n INTEGER;"
+	"ALTER TABLE grp ADD COLUMN rate_ms INTEGER;"
+	"ALTER TABLE grp ADD COLUMN rate_tat INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE grp ADD COLUMN per_key INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE delivery ADD COLUMN bid TEXT;"
+	"CREATE INDEX delivery_bid ON delivery (grp, bid) "
+	"WHERE bid IS NOT NULL;"
+	"CREATE TABLE consumed (grp INTEGER NOT NULL, bid TEXT NOT NULL, "
+	"off INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (grp, bid)) "
+	"WITHOUT ROWID;",
 };
 _Static_assert(sizeof migrations / sizeof *migrations == SCHEMA_VERSION - 1,
     "one migration step per schema version");

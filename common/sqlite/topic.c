@@ -68,7 +68,8 @@ sq_topic_ensure(struct sq *q, const char *name, struct mq_topic *t)
 
 #define GROUP_COLS "id, topic, name, created, pos, lease, max_attempts, " \
 	"backoff, ordered, settled, delivered, failed, deadlettered, " \
-	"settled_ts, paused_until, timeout, cancelled, lapsed"
+	"settled_ts, paused_until, timeout, cancelled, lapsed, idem, " \
+	"idem_window, duplicates, rate_n, rate_ms, rate_tat, per_key"
 
 static void
 group_cols(sqlite3_stmt *s, struct mq_group *g)
@@ -91,6 +92,13 @@ group_cols(sqlite3_stmt *s, struct mq_group *g)
 	g->timeout = sqlite3_column_int64(s, 15);	/* NULL: 0 */
 	g->cancelled = sqlite3_column_int64(s, 16);
 	g->lapsed = sqlite3_column_int64(s, 17);
+	sq_copy(s, 18, g->idem, sizeof g->idem);	/* NULL: "" */
+	g->idem_window = sqlite3_column_int64(s, 19);
+	g->duplicates = sqlite3_column_int64(s, 20);
+	g->rate_n = sqlite3_column_int64(s, 21);	/* NULL: 0 */
+	g->rate_ms = sqlite3_column_int64(s, 22);
+	g->rate_tat = sqlite3_column_int64(s, 23);
+	g->per_key = sqlite3_column_int(s, 24);
 }
 
 int
@@ -313,6 +321,8 @@ drop_group(struct sq *q, int64_t id)
 	    "cannot delete group");
 	exec_id(q, "DELETE FROM consumer WHERE grp = ?", id,
 	    "cannot delete group");
+	exec_id(q, "DELETE FROM consumed WHERE grp = ?", id,
+	    "cannot delete group");
 	exec_id(q, "DELETE FROM grp WHERE id = ?", id, "cannot delete group");
 }
 
@@ -426,6 +436,40 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 	if (c->timeout != MQ_KEEP)
 		set_or_null(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
 		    g->id, c->timeout, "cannot update group");
+	if (c->idem_window != MQ_KEEP) {
+		s = sq_stmt(q, "UPDATE grp SET idem_window = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int64(s, 2, c->idem_window);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->rate_n != MQ_KEEP) {	/* a new rate starts afresh */
+		s = sq_stmt(q, "UPDATE grp SET rate_n = nullif(?2, 0), "
+		    "rate_ms = nullif(?3, 0), rate_tat = 0 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int64(s, 2, c->rate_n);
+		sqlite3_bind_int64(s, 3, c->rate_ms);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->per_key >= 0) {
+		s = sq_stmt(q, "UPDATE grp SET per_key = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int(s, 2, c->per_key);
+		sq_step(q, s, "cannot update group");
+	}
+	if (c->idem) {	/* off, or another id: what it remembers goes */
+		if (strcmp(c->idem, g->idem)) {
+			exec_id(q, "DELETE FROM consumed WHERE grp = ?", g->id,
+			    "cannot update group");
+			exec_id(q, "UPDATE delivery SET bid = NULL WHERE "
+			    "grp = ? AND bid IS NOT NULL", g->id,
+			    "cannot update group");
+		}
+		s = sq_stmt(q, "UPDATE grp SET idem = ?2 WHERE id = ?1");
+		sqlite3_bind_int64(s, 1, g->id);
+		if (*c->idem)
+			sqlite3_bind_text(s, 2, c->idem, -1, SQLITE_STATIC);
+		sq_step(q, s, "cannot update group");
+	}
 	sq_group_row(q, t.id, name, g);
 	sq_touch(q, t.id);	/* a new lease or order may free work */
 	sq_commit(q, SQ_DURABLE);
