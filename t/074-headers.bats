@@ -231,16 +231,30 @@ offsets() {
 	assert_equal "${#lines[@]}" 3
 }
 
-@test "a database of the schema before headers (SQLite 9, PostgreSQL 6) is migrated by a reader; old messages have none" {
+@test "a database of the schema before headers (SQLite 9, PostgreSQL 6) is migrated by a reader; old messages have none, and every table and column of the step is made" {
 	mq-send -q -k k t old
 	mq-topic group t g >/dev/null
+	# what the step to SQLite 10, PostgreSQL 7 adds goes
+	local older="ALTER TABLE msg DROP COLUMN headers;
+	    ALTER TABLE msg DROP COLUMN dedup;
+	    ALTER TABLE grp DROP COLUMN idem;
+	    ALTER TABLE grp DROP COLUMN idem_window;
+	    ALTER TABLE grp DROP COLUMN duplicates;
+	    ALTER TABLE grp DROP COLUMN rate_n;
+	    ALTER TABLE grp DROP COLUMN rate_ms;
+	    ALTER TABLE grp DROP COLUMN rate_tat;
+	    ALTER TABLE grp DROP COLUMN per_key;
+	    DROP INDEX delivery_bid;
+	    ALTER TABLE delivery DROP COLUMN bid;
+	    DROP TABLE consumed;
+	    DROP TABLE outbox;"
 	if [ -n "$PG" ]; then
-		sql "ALTER TABLE msg DROP COLUMN headers;
+		sql "$older
 		    UPDATE mq_meta SET value = '6' WHERE key = 'version'"
 		want=7
 		version="SELECT value FROM mq_meta WHERE key = 'version'"
 	else
-		sql 'ALTER TABLE msg DROP COLUMN headers; PRAGMA user_version = 9'
+		sql "$older PRAGMA user_version = 9"
 		want=10
 		version='PRAGMA user_version'
 	fi
@@ -252,6 +266,11 @@ offsets() {
 	assert_output "$want"
 	run -0 sql 'SELECT count(*) FROM msg WHERE headers IS NULL'
 	assert_output 1
+	run -0 sql 'SELECT (SELECT count(*) FROM consumed) + (SELECT count(*)
+	    FROM outbox) + (SELECT count(bid) FROM delivery) + (SELECT
+	    count(dedup) FROM msg) + (SELECT sum(per_key + rate_tat) + count(idem)
+	    + count(rate_n) + sum(duplicates) FROM grp)'
+	assert_output 0
 	mq-send -q -H a=1 t new
 	run -0 mq-recv -n 0 -g g --format '%o %b [%H]\n' t
 	assert_output $'1 old []\n2 new [a=1]'
