@@ -10,11 +10,13 @@
  * Strict order: a claim asks the first lane for all it wants and a later
  * lane only for what the lanes before it lacked, so a message of a later
  * lane is taken only when the earlier ones had nothing more due; one
- * batch may hold several lanes, earlier lanes first.  Fair: each claim
- * begins at the lane after the one the last began at (the first claim
- * at a lane drawn at random, so that one-message runs take turns too),
- * asks each lane for its share first and the lanes that filled it for the rest, and
- * hands the batch on with the lanes taking turns, a message each.
+ * batch may hold several lanes, earlier lanes first.  Fair: the same,
+ * but each claim begins at the lane after the one the last began at (the
+ * first claim at a lane drawn at random, so that one-message runs take
+ * turns too).  Turns are claims, not messages: asking every lane for a
+ * share of each claim would cost a transaction a lane a claim (on
+ * PostgreSQL, half the rate of one topic), and a worker's claims are
+ * its free handler slots, a message or a few.
  *
  * Invariants:
  * - The waiter is made before the last look that found nothing, so a
@@ -114,25 +116,6 @@ claim_lane(struct mq *q, struct lane *L, int i, struct mq_msg *m, int max,
 	return k;
 }
 
-/* The batch in turns: a message of each lane from start on, and again. */
-static void
-interleave(struct mq_msg *m, int k, int n, int start)
-{
-	struct mq_msg *t = mq_array(NULL, k, sizeof *t);
-	int pos[MQ_LANES_MAX] = { 0 }, done = 0, j, l;
-
-	memcpy(t, m, k * sizeof *t);
-	while (done < k)
-		for (j = 0; j < n; j++) {
-			l = (start + j) % n;
-			while (pos[l] < k && t[pos[l]].lane != l)
-				pos[l]++;
-			if (pos[l] < k)
-				m[done++] = t[pos[l]++];
-		}
-	free(t);
-}
-
 /*
  * One claim of up to want messages across the lanes (see the top of the
  * file); *next_due as mq_claim's, the earliest of the lanes asked.
@@ -141,25 +124,12 @@ static int
 claim(struct mq *q, struct mq_follow *f, struct lane *L, int *turn,
     struct mq_msg *m, int want, int64_t *next_due)
 {
-	int asked[MQ_LANES_MAX], got[MQ_LANES_MAX], n = f->nlanes, i, j, k = 0;
+	int n = f->nlanes, start = f->fair ? *turn : 0, j, k = 0;
 
 	*next_due = INT64_MAX;
-	if (!f->fair) {
-		for (i = 0; i < n && k < want && *next_due != 0; i++)
-			k += claim_lane(q, L, i, m + k, want - k, next_due);
-		return k;	/* next 0: the lane may have more: again */
-	}
-	for (j = 0; j < n && k < want; j++) {
-		i = (*turn + j) % n;
-		asked[i] = (want - k + n - j - 1) / (n - j);	/* its share */
-		k += got[i] = claim_lane(q, L, i, m + k, asked[i], next_due);
-	}
-	for (j = 0; j < n && k < want; j++) {
-		i = (*turn + j) % n;
-		if (got[i] == asked[i])		/* full: it may have more */
-			k += claim_lane(q, L, i, m + k, want - k, next_due);
-	}
-	interleave(m, k, n, *turn);
+	for (j = 0; j < n && k < want && *next_due != 0; j++)
+		k += claim_lane(q, L, (start + j) % n, m + k, want - k,
+		    next_due);	/* next 0: the lane may have more: again */
 	*turn = (*turn + 1) % n;
 	return k;
 }

@@ -57,28 +57,27 @@ EOF
 	assert_output $'bulk b1\nurgent u1\nbulk b2\nbulk b3'
 }
 
-@test "--fair takes turns, within a batch and from one run to the next" {
-	mq-send -q a a1 a2 a3 a4 a5 a6
-	mq-send -q b b1 b2
-	run -0 mq-recv --fair -n 0 --format '%T %b\n' a b
-	assert_equal "${#lines[@]}" 8
-	# turns while both have some (whichever begins), then the rest of a
-	[[ $output == $'a a1\nb b1\na a2\nb b2\na a3\na a4\na a5\na a6' ||
-	    $output == $'b b1\na a1\nb b2\na a2\na a3\na a4\na a5\na a6' ]] ||
-	    fail "$output"
-	# exec mode, one at a time: turns too
-	mq-send -q a a7 a8 a9
-	mq-send -q b b3 b4 b5
+@test "--fair: each claim begins at the next lane; one-message runs take turns too" {
+	mq-send -q a a1 a2 a3 a4 a5 a6 a7 a8 a9
+	mq-send -q b b1 b2 b3 b4 b5
+	# exec mode, one handler: a claim a message, the lanes in turn while
+	# both have some (whichever begins), then the rest of a
 	# shellcheck disable=SC2016 # the handler's variable
-	run -0 mq-recv --fair -g x -n 0 a b -- sh -c 'echo "$MQ_TOPIC" >>log'
+	run -0 mq-recv --fair -n 0 a b -- sh -c 'echo "$MQ_TOPIC" >>log'
 	assert_equal "$(wc -l <log)" 14
 	head -n 10 log >first
 	alternates first
 	run -0 tail -n 4 log
 	assert_output $'a\na\na\na'
-	# strict order would take a's nine first
+	# strict order takes a's nine first
 	run -0 mq-recv -g y -n 4 --format '%T\n' a b
 	assert_output $'a\na\na\na'
+	# a claim of many takes all it can from its lane, the rest from the
+	# next: the lane it began at is whole
+	run -0 mq-recv --fair -g x -n 0 --format '%T %b\n' a b
+	[[ $output == "a a1"*"a a9"$'\n'"b b1"*"b b5" ||
+	    $output == "b b1"*"b b5"$'\n'"a a1"*"a a9" ]] || fail "$output"
+	assert_equal "${#lines[@]}" 14
 	# one-message runs begin at a lane drawn at random: both come
 	seq 20 | mq-send -q a
 	seq 20 | mq-send -q b
