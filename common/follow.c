@@ -93,6 +93,7 @@ creating(struct mq *q, struct mq_follow *f)
 struct lane {
 	struct mq_claim	 c;
 	int64_t		 lease;
+	int64_t		 member;	/* this process, a consumer of it */
 };
 
 /* Up to max from lane i into m, each message tagged with its lane. */
@@ -151,14 +152,17 @@ mq_follow(struct mq *q, struct mq_follow *f)
 		L[i].c = f->c;
 		L[i].c.topic = f->topics[i];
 		L[i].lease = f->c.lease;
+		L[i].member = 0;
 		mq_reap(q, L[i].c.topic, f->c.group);
 	}
 	reaped = mq_now();
 	if (f->fair)	/* so that one-message runs take turns too */
 		turn = (int)arc4random_uniform((uint32_t)f->nlanes);
 	for (i = 0; i < f->nlanes && f->member; i++) {
-		L[i].c.consumer = mq_join(q, L[i].c.topic, f->c.group,
+		L[i].member = mq_join(q, L[i].c.topic, f->c.group,
 		    f->c.latest, f->pgid, f->pgstart, &L[i].lease);
+		if (f->beat_lease)	/* else the leases stay the receipts' */
+			L[i].c.consumer = L[i].member;
 		if (f->c.lease)
 			L[i].lease = f->c.lease;
 		if (f->beat_lease && L[i].lease / 3 < every)
@@ -217,7 +221,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			break;
 		if (f->member && now >= beat) {
 			for (i = 0; i < f->nlanes; i++)
-				mq_beat(q, L[i].c.consumer, f->beat_lease &&
+				mq_beat(q, L[i].member, f->beat_lease &&
 				    running ? now + L[i].lease : 0);
 			beat = now + every;
 		}
@@ -243,7 +247,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 					L[i].c.woken = 1;
 	}
 	for (i = 0; i < f->nlanes && f->member; i++)
-		mq_leave(q, L[i].c.consumer);	/* gives back what is held */
+		mq_leave(q, L[i].member);	/* gives back what it holds */
 	mq_waiter_free(w);
 	free(msgs);
 	return status;

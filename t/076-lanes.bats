@@ -156,6 +156,29 @@ EOF
 	assert_output $'a a1 2\nb b1 1'
 }
 
+@test "a printing -f is listed as a consumer of each lane; its leases stay with its receipts" {
+	mq-send -q a a1
+	mq-send -q b b1
+	mkfifo out
+	bg err bash -c 'exec mq-recv -f -g p a b >out'
+	pid=$BG
+	exec 6<>out
+	read -r -t 60 ra _ <&6 || fail "nothing came: $(cat err)"
+	read -r -t 60 rb _ <&6 || fail "one came: $(cat err)"
+	[[ $ra == a:p:1:1:* && $rb == b:p:1:1:* ]] || fail "$ra $rb"
+	run -0 mq-lag --consumers --json
+	assert_equal "$(grep -c "\"pid\":$pid," <<<"$output")" 2
+	kill -TERM "$pid"
+	finish "$pid" 60
+	assert_equal "$ST" 0
+	# it left both groups, but its messages are still the receipts'
+	run -0 mq-lag --consumers --json
+	assert_output ""
+	run -1 mq-recv -g p -n 0 a b
+	run -0 --separate-stderr mq-ack "$ra" "$rb"
+	assert_equal "$stderr" ""
+}
+
 @test "-f sleeps once and wakes on a send to any lane, not on a timer" {
 	local lane pid line ms
 	mq-send -q a start
