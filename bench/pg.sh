@@ -451,14 +451,7 @@ bench_lanes() {
 		done
 		i=$((i + 1))
 	done
-	echo "  seconds of each run: one topic:$one_all; 3 lanes:$strict_all;" \
-	    "3 lanes --fair:$fair_all"
-	one=$(rate "$RECV_N" "$one_best")
-	strict=$(rate "$RECV_N" "$strict_best") fair=$(rate "$RECV_N" "$fair_best")
-	fig lanes "3 lanes" "$strict" "1 topic" "$one" msg/s \
-	    "$(ratio "$strict" "$one")" '>=' 0.8
-	fig lanes-fair "3 lanes --fair" "$fair" "1 topic" "$one" msg/s \
-	    "$(ratio "$fair" "$one")" '>=' 0.8
+	lanes_figs "$RECV_N"
 }
 
 # producers: K long-lived mq-send processes, each fed one line at a time

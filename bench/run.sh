@@ -466,14 +466,7 @@ bench_lanes() {
 		i=$((i + 1))
 	done
 	rm -f "$db" "$db"-* "$db3" "$db3"-*
-	echo "  seconds of each run: one topic:$one_all; 3 lanes:$strict_all;" \
-	    "3 lanes --fair:$fair_all"
-	one=$(rate "$RECV_N" "$one_best")
-	strict=$(rate "$RECV_N" "$strict_best") fair=$(rate "$RECV_N" "$fair_best")
-	fig lanes "3 lanes" "$strict" "1 topic" "$one" msg/s \
-	    "$(ratio "$strict" "$one")" '>=' 0.8
-	fig lanes-fair "3 lanes --fair" "$fair" "1 topic" "$one" msg/s \
-	    "$(ratio "$fair" "$one")" '>=' 0.8
+	lanes_figs "$RECV_N"
 }
 
 # exec: a handler per message, 4 at once, against xargs doing the same.
