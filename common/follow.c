@@ -88,7 +88,6 @@ creating(struct mq *q, struct mq_follow *f)
 	return note;
 }
 
-
 /* A lane: its claim (its topic, its woken and consumer) and lease. */
 struct lane {
 	struct mq_claim	 c;
@@ -165,8 +164,8 @@ mq_follow(struct mq *q, struct mq_follow *f)
 			L[i].c.consumer = L[i].member;
 		if (f->c.lease)
 			L[i].lease = f->c.lease;
-		if (f->beat_lease && L[i].lease / 3 < every)
-			every = L[i].lease / 3;
+		if (f->beat_lease && (i == 0 || L[i].lease / 3 < every))
+			every = L[i].lease / 3;	/* the shortest lease's */
 	}
 	beat = mq_now() + every;
 	for (;;) {
