@@ -65,10 +65,10 @@
 # Targets are reported, not enforced: the exit status is 0 unless a
 # command failed (then non-zero, with a message on stderr).
 #
-# Noise: throughput figures (producers, send, recvack, autoack, lanes, exec, and
-# the idle producer's rates) run each side BENCH_RUNS times, mq and its
-# baseline alternately, and report each side's best run; every run is
-# listed.  Latency figures (follow, followack, latency) take one
+# Noise: throughput figures (producers, send, recvack, autoack, lanes,
+# exec, and the idle producer's rates) run each side BENCH_RUNS times, mq
+# and its baseline alternately, and report each side's best run; every
+# run is listed.  Latency figures (follow, followack, latency) take one
 # distribution of BENCH_LAT_N samples on each side, the baseline measured
 # half just before and half just after mq so both see the same machine,
 # and compare percentiles.  lag takes the best of BENCH_BEST runs of each
