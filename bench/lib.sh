@@ -109,6 +109,20 @@ fig() {
 	result "$1" "$2 $3 $6, $4 $5 $6, ratio $7 (target $8 $9)" "$_ok"
 }
 
+# lanes_figs N: the figures of lanes (bench/run.sh, bench/pg.sh), from
+# the runs of N messages in one_*, strict_* and fair_* (best and all, us).
+# shellcheck disable=SC2154 # those are the caller's
+lanes_figs() {
+	echo "  seconds of each run: one topic:$one_all; 3 lanes:$strict_all;" \
+	    "3 lanes --fair:$fair_all"
+	one=$(rate "$1" "$one_best")
+	strict=$(rate "$1" "$strict_best") fair=$(rate "$1" "$fair_best")
+	fig lanes "3 lanes" "$strict" "1 topic" "$one" msg/s \
+	    "$(ratio "$strict" "$one")" '>=' 0.8
+	fig lanes-fair "3 lanes --fair" "$fair" "1 topic" "$one" msg/s \
+	    "$(ratio "$fair" "$one")" '>=' 0.8
+}
+
 # Background processes of the running benchmark (bg_add PID), stopped by
 # stop_bg and on any exit: SIGTERM, then SIGKILL after 3s.
 BG=

@@ -19,6 +19,9 @@
 #              AS (SELECT ... LIMIT 100 FOR UPDATE SKIP LOCKED) DELETE ...
 #              RETURNING, a transaction per 100, until empty
 #   autoack    mq-recv -n 0 -A -g g t against the same rawpg delete
+#   lanes      mq-recv -n 0 -g g l1 l2 l3 | mq-ack, the same messages
+#              spread over three topics (strictly in order, and --fair),
+#              against recvack's mq-recv of one topic
 #   producers  1 and 8 long-lived mq-send fed on pipes, one message in
 #              flight each (bench/prod.c), against rawpg commit: 1 and 8
 #              clients (forked connections; not pgbench), each one row
@@ -38,6 +41,7 @@
 #   send           msg/s >= 0.7x rawpg send's
 #   recvack        msg/s >= 0.7x rawpg delete's
 #   autoack        msg/s >= 0.7x rawpg delete's
+#   lanes, lanes-fair    3 lanes' msg/s >= 0.8x one topic's
 #   producers-8    8 producers' msg/s >= 0.7x 8 rawpg clients'
 #   wake-p50       p50 <= 2x the raw LISTEN/NOTIFY round trip's p50
 # trips prints its counts on one line, "trips: send batch N, claim N,
@@ -57,7 +61,8 @@
 # Environment (sizes; every one a positive integer):
 #   BENCH_PG_RUNS       runs per side of the throughput figures (default 3)
 #   BENCH_PG_N          lines of send (default 200000)
-#   BENCH_PG_RECV_N     messages of recvack and autoack (default 20000)
+#   BENCH_PG_RECV_N     messages of recvack, autoack and lanes (default
+#                       20000)
 #   BENCH_PG_PROD_N     messages per producer of producers (default 500)
 #   BENCH_PG_PRODUCERS  producers of the concurrent side (default 8)
 #   BENCH_PG_LAT_N      samples per side of wake (default 300, sent at
@@ -70,7 +75,7 @@
 
 set -eu
 
-BENCHES="send recvack autoack producers wake trips"
+BENCHES="send recvack autoack lanes producers wake trips"
 RUNS=${BENCH_PG_RUNS:-3}
 N=${BENCH_PG_N:-200000}
 RECV_N=${BENCH_PG_RECV_N:-20000}
@@ -343,10 +348,13 @@ consume() {
 	fig "$name" mq "$mq" raw "$raw" msg/s "$(ratio "$mq" "$raw")" '>=' 0.7
 }
 
-# recv_ack GROUP: mq-recv -n 0 -g GROUP t | mq-ack; why says what failed.
+# recv_ack GROUP [ARG ...]: mq-recv -n 0 -g GROUP t | mq-ack (or ARGS for
+# t); why says what failed.
 recv_ack() {
-	_st=0
-	{ bounded "$B/mq-recv" -n 0 -g "$1" t; echo $? >"$TMP/recv.st"; } |
+	_st=0 _g=$1
+	shift
+	[ $# -gt 0 ] || set -- t
+	{ bounded "$B/mq-recv" -n 0 -g "$_g" "$@"; echo $? >"$TMP/recv.st"; } |
 	    bounded "$B/mq-ack" || _st=$?
 	_rst=$(cat "$TMP/recv.st")
 	if [ "$_rst" != 0 ]; then
@@ -378,6 +386,72 @@ bench_autoack() {
 	    "messages; raw: DELETE ... RETURNING $RAW_BATCH a transaction" \
 	    "(SKIP LOCKED); best of $RUNS"
 	consume autoack "mq-recv -n 0 -A -g g t" recv_auto
+}
+
+# timed NAME VAR GROUP ARG...: recv_ack GROUP ARG..., its time added to
+# the list VAR_all and kept in VAR_best when the best; 1 (and a broken
+# NAME figure) when it failed.
+timed() {
+	_n=$1 _v=$2
+	shift 2
+	tic
+	if ! recv_ack "$@"; then
+		broken "$_n" "mq-recv -n 0 -g $* | mq-ack: $why"
+		return 1
+	fi
+	toc
+	eval "${_v}_all=\"\$${_v}_all $(decimal "$us" 1000000)\""
+	keep_min "${_v}_best" "$us"
+}
+
+# lanes: the same messages through mq-recv of one topic, and of three
+# lanes with the messages spread over them, strictly and --fair.
+bench_lanes() {
+	echo "== lanes: mq-recv -n 0 -g g l1 l2 l3 | mq-ack (and --fair) over" \
+	    "$RECV_N messages, a third a topic; against the same of one topic;" \
+	    "best of $RUNS"
+	one_best='' strict_best='' fair_best='' one_all='' strict_all=''
+	fair_all='' i=1
+	while [ "$i" -le "$RUNS" ]; do
+		mq_load lanes "$RECV_N" || return 0
+		"$B/mq-topic" group t g >/dev/null || {
+			broken lanes "mq-topic group t g: $(status $?)"
+			return 0
+		}
+		timed lanes one g || return 0
+		[ "$(lag_of t g)" = 0 ] || {
+			broken lanes "t/g was left a lag"
+			return 0
+		}
+
+		fresh mqb
+		for l in 1 2 3; do	# the first takes what does not divide
+			n=$((RECV_N / 3 + (l == 1 ? RECV_N % 3 : 0)))
+			"$B/mq-send" -q "l$l" <"$(lines "$n")" || {
+				broken lanes "loading l$l: $(status $?)"
+				return 0
+			}
+			for g in g f; do
+				"$B/mq-topic" group "l$l" "$g" >/dev/null || {
+					broken lanes "mq-topic group l$l $g: $(status $?)"
+					return 0
+				}
+			done
+		done
+		analyze
+		timed lanes strict g l1 l2 l3 || return 0
+		timed lanes-fair fair f --fair l1 l2 l3 || return 0
+		for l in l1 l2 l3; do
+			for g in g f; do
+				[ "$(lag_of "$l" "$g")" = 0 ] || {
+					broken lanes "$l/$g was left a lag"
+					return 0
+				}
+			done
+		done
+		i=$((i + 1))
+	done
+	lanes_figs "$RECV_N"
 }
 
 # producers: K long-lived mq-send processes, each fed one line at a time

@@ -17,6 +17,9 @@
 #   idem       mq-recv -n 0 | mq-ack in a group with --idempotent-by
 #              field:1 (every id new) against the same in a plain group:
 #              the cost of idempotent consumption
+#   lanes      mq-recv -n 0 | mq-ack of three lanes, the same messages
+#              spread over three topics (strictly in order, and --fair),
+#              against the same of one topic
 #   exec       mq-recv -n N -j 4 -- true against xargs -P 4 -n 1 true
 #   follow     producer's write to mq-recv -f's output line, against one
 #              raw FULL commit (rawq commit at the same random spacing)
@@ -46,6 +49,7 @@
 #   idem           msg/s >= 0.5x the plain group's (a cost, not a target
 #                  of the issue: each message looks its id up, each ack
 #                  stores it)
+#   lanes, lanes-fair    3 lanes' msg/s >= 0.8x one topic's
 #   exec           xargs's time / mq's time >= 1.0
 #   follow-p50     p50 <= 1.5x the raw commit's p50
 #   follow-p99     p99 <= 3x the raw commit's p99
@@ -61,10 +65,10 @@
 # Targets are reported, not enforced: the exit status is 0 unless a
 # command failed (then non-zero, with a message on stderr).
 #
-# Noise: throughput figures (producers, send, recvack, autoack, exec, and
-# the idle producer's rates) run each side BENCH_RUNS times, mq and its
-# baseline alternately, and report each side's best run; every run is
-# listed.  Latency figures (follow, followack, latency) take one
+# Noise: throughput figures (producers, send, recvack, autoack, lanes,
+# exec, and the idle producer's rates) run each side BENCH_RUNS times, mq
+# and its baseline alternately, and report each side's best run; every
+# run is listed.  Latency figures (follow, followack, latency) take one
 # distribution of BENCH_LAT_N samples on each side, the baseline measured
 # half just before and half just after mq so both see the same machine,
 # and compare percentiles.  lag takes the best of BENCH_BEST runs of each
@@ -83,7 +87,7 @@
 #   BENCH_PROD_N     messages per producer of producers (default 2000)
 #   BENCH_PRODUCERS  producers of the concurrent side (default 8)
 #   BENCH_N          lines of send (default 1000000)
-#   BENCH_RECV_N     messages of recvack and autoack (default 100000)
+#   BENCH_RECV_N     messages of recvack, autoack and lanes (default 100000)
 #   BENCH_EXEC_N     messages (handlers) of exec (default 2000)
 #   BENCH_LAT_N      samples per side of follow, followack, latency
 #                    (default 500, sent at random 5-20 ms)
@@ -101,7 +105,7 @@
 
 set -eu
 
-BENCHES="producers send recvack autoack idem exec follow followack latency idle rss lag purge"
+BENCHES="producers send recvack autoack idem lanes exec follow followack latency idle rss lag purge"
 RUNS=${BENCH_RUNS:-5}
 PROD_N=${BENCH_PROD_N:-2000}
 PRODUCERS=${BENCH_PRODUCERS:-8}
@@ -408,6 +412,61 @@ bench_autoack() {
 	echo "  seconds of each run: mq:$mq_all; rawq delete:$raw_all"
 	mq=$(rate "$RECV_N" "$mq_best") raw=$(rate "$RECV_N" "$raw_best")
 	fig autoack mq "$mq" raw "$raw" msg/s "$(ratio "$mq" "$raw")" '>=' 0.8
+}
+
+# recv_ack DB ARGS...: mq-recv -n 0 ARGS | mq-ack on DB, timed (us).
+recv_ack() {
+	_db=$1
+	shift
+	tic
+	{ bounded "$B/mq-recv" -d "$_db" -n 0 "$@"; echo $? >"$TMP/recv.st"; } |
+	    bounded "$B/mq-ack" -d "$_db" || die "mq-ack failed"
+	toc
+	[ "$(cat "$TMP/recv.st")" = 0 ] || die "mq-recv $* failed"
+}
+
+# lanes: the same messages through mq-recv of one topic, and of three
+# lanes with the messages spread over them, strictly and --fair.
+bench_lanes() {
+	echo "== lanes: mq-recv -n 0 -g g l1 l2 l3 | mq-ack (and --fair) over" \
+	    "$RECV_N messages, a third a topic; against the same of one topic;" \
+	    "best of $RUNS"
+	db=$TMP/db/lanes1.db db3=$TMP/db/lanes3.db
+	one_best='' strict_best='' fair_best='' one_all='' strict_all=''
+	fair_all='' i=1
+	while [ "$i" -le "$RUNS" ]; do
+		load "$db" "$RECV_N"
+		recv_ack "$db" -g g t
+		[ "$(lag_of "$db" t g)" = 0 ] || die "t/g has lag, not 0"
+		one_all="$one_all $(decimal "$us" 1000000)"
+		keep_min one_best "$us"
+
+		rm -f "$db3" "$db3"-*
+		for l in 1 2 3; do	# the first takes what does not divide
+			n=$((RECV_N / 3 + (l == 1 ? RECV_N % 3 : 0)))
+			gen "$n" | bounded "$B/mq-send" -q -d "$db3" "l$l" ||
+			    die "cannot load l$l"
+			for g in g f; do
+				bounded "$B/mq-topic" -d "$db3" group "l$l" "$g" \
+				    >/dev/null || die "cannot create group l$l/$g"
+			done
+		done
+		recv_ack "$db3" -g g l1 l2 l3
+		strict_all="$strict_all $(decimal "$us" 1000000)"
+		keep_min strict_best "$us"
+		recv_ack "$db3" -g f --fair l1 l2 l3
+		fair_all="$fair_all $(decimal "$us" 1000000)"
+		keep_min fair_best "$us"
+		for l in 1 2 3; do
+			for g in g f; do
+				[ "$(lag_of "$db3" "l$l" "$g")" = 0 ] ||
+				    die "l$l/$g has lag, not 0"
+			done
+		done
+		i=$((i + 1))
+	done
+	rm -f "$db" "$db"-* "$db3" "$db3"-*
+	lanes_figs "$RECV_N"
 }
 
 # exec: a handler per message, 4 at once, against xargs doing the same.

@@ -1,6 +1,7 @@
 /*
  * mq-recv: receive messages as a member of a consumer group, and print
- * them or run a command per message.
+ * them or run a command per message; from one topic, or from several
+ * (priority lanes: strictly in the order given, or with --fair in turn).
  *
  * Printing: each message is leased to the receipt it is printed with; the
  * lease runs its full time whoever holds the receipt, so
@@ -20,15 +21,16 @@ static const char synopsis[] =
     "[--lease DUR]\n"
     "               [--json | --format FMT] [--from latest] "
     "[--max-time DUR]\n"
-    "               [--empty-ok] TOPIC\n"
+    "               [--empty-ok] [--fair] TOPIC ...\n"
     "       mq-recv [-fv] [-d FILE] [-g GROUP] [-j N] [-n N] [-w DUR] "
     "[--lease DUR]\n"
-    "               [--timeout DUR] [--max-time DUR] [--empty-ok] TOPIC "
-    "--\n"
-    "               COMMAND [ARG ...]\n";
+    "               [--timeout DUR] [--max-time DUR] [--empty-ok] "
+    "[--fair]\n"
+    "               TOPIC ... -- COMMAND [ARG ...]\n";
 static const char *const help[] = {
 	"-0, --null",			"NUL-terminated output",
 	"-A, --auto-ack",		"ack each message as it is printed",
+	"--fair",			"take from the topics in turn, not in order",
 	"-f, --follow",			"keep waiting for messages until a signal",
 	"--format FMT",			"print each message as FMT",
 	"--from earliest|latest",	"where a new group starts",
@@ -65,7 +67,7 @@ give_back(struct mq_follow *f, struct mq_msg *m, int n)
 		if (f->c.autoack) {
 			s[i].how = MQ_GIVEBACK;
 			snprintf(s[i].r.topic, sizeof s[i].r.topic, "%s",
-			    f->c.topic);
+			    m[i].topic);
 			snprintf(s[i].r.group, sizeof s[i].r.group, "%s",
 			    f->c.group);
 			s[i].r.off = m[i].off;
@@ -131,6 +133,7 @@ main(int argc, char *argv[])
 		{ "timeout", required_argument, NULL, 't' },
 		{ "max-time", required_argument, NULL, 'T' },
 		{ "empty-ok", no_argument, NULL, 'E' },
+		{ "fair", no_argument, NULL, 'a' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -138,7 +141,6 @@ main(int argc, char *argv[])
 	};
 	const char *dbpath = NULL;
 	struct mq_follow f;
-	struct mq_group g;
 	struct mq_claim *cl = &f.c;
 	int64_t wait = 0, timeout = 0, max_time = 0;
 	long limit = -1;
@@ -182,6 +184,7 @@ main(int argc, char *argv[])
 				    "zero");
 			break;
 		case 'E': empty_ok = 1; break;
+		case 'a': f.fair = 1; break;
 		case 'v': f.verbose = 1; break;
 		case 'J': o.mode = MQ_OUT_JSON; break;
 		case 'F':
@@ -205,24 +208,23 @@ main(int argc, char *argv[])
 	}
 	argc -= optind;
 	argv += optind;
-	if (argc < 1)
+	if ((f.nlanes = mq_topics_arg(argc, argv)) < 1)
 		mq_usage_err("missing TOPIC");
 	if (limit < 0)
 		limit = f.follow ? 0 : 1;	/* -f follows for ever unless -n */
-	cl->topic = o.topic = mq_name_arg(argv[0], "topic");
+	f.topics = (const char *const *)argv;
+	o.topic = argv[0];
 	o.group = cl->group;
 	o.with_receipt = !cl->autoack;
 	if (cl->autoack && o.mode == MQ_OUT_LINE)
 		o.mode = MQ_OUT_BODY;
-	if (argc > 1 && strcmp(argv[1], "--"))
-		mq_usage_err("unexpected argument '%s' (a command goes "
-		    "after --)", argv[1]);
-	if (argc == 2)
+	argc -= f.nlanes;	/* "--" COMMAND ARG ... */
+	if (argc == 1)
 		mq_usage_err("no command after --");
-	if (argc == 1 && (jobs > 1 || timeout || f.verbose))
+	if (argc == 0 && (jobs > 1 || timeout || f.verbose))
 		mq_usage_err("%s needs a command", timeout ? "--timeout" :
 		    f.verbose ? "-v" : "-j");
-	if (argc > 2 && cl->autoack)
+	if (argc > 1 && cl->autoack)
 		mq_usage_err("-A does not go with a command: the "
 		    "command's exit status settles");
 
@@ -230,12 +232,8 @@ main(int argc, char *argv[])
 	f.limit = limit;
 	f.until = mq_now() + wait;
 	f.stop_at = max_time ? mq_now() + max_time : 0;
-	if (argc > 2) {
-		if (!timeout && mq_group_get(q, cl->topic, cl->group, &g) > 0)
-			timeout = g.timeout;	/* the group's; 0: none */
-		if (timeout < 0)
-			timeout = 0;
-		status = mq_exec_run(q, &f, argv + 2, jobs, timeout);
+	if (argc > 1) {
+		status = mq_exec_run(q, &f, argv + f.nlanes + 1, jobs, timeout);
 		mq_close(q);
 		if (status == MQ_EX_NONE && empty_ok)
 			status = 0;

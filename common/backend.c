@@ -395,15 +395,17 @@ mq_reap(struct mq *q, const char *topic, const char *group)
 }
 
 struct mq_waiter *
-mq_waiter_new(struct mq *q, const char *topic)
+mq_waiter_new(struct mq *q, const char *const *topics, int n)
 {
-	return q->be->waiter(q, topic);
+	return q->be->waiter(q, topics, n);
 }
 
 int
-mq_wait(struct mq_waiter *w, int64_t until)
+mq_wait(struct mq_waiter *w, int64_t until, uint32_t *changed)
 {
-	return w->q->be->wait(w, until);
+	uint32_t junk;
+
+	return w->q->be->wait(w, until, changed ? changed : &junk);
 }
 
 void

@@ -99,9 +99,9 @@ struct mq_backend {
 		    int (*gone)(const struct mq_consumer *, const char *),
 		    const char *boot);
 
-	/* waiting for a topic to change */
-	struct mq_waiter *(*waiter)(struct mq *, const char *);
-	int	(*wait)(struct mq_waiter *, int64_t);
+	/* waiting for one of n topics to change (mq.h: mq_wait) */
+	struct mq_waiter *(*waiter)(struct mq *, const char *const *, int);
+	int	(*wait)(struct mq_waiter *, int64_t, uint32_t *);
 	void	(*waiter_free)(struct mq_waiter *);
 };
 

@@ -53,6 +53,7 @@ struct job {
 	struct mq_msg	msg;
 	int		err;		/* the read end of its stderr; -1 */
 	int64_t		start, term;	/* when it started; got SIGTERM */
+	int64_t		timeout;	/* ms it may run; 0: no limit */
 	struct mq_proc	*tree;		/* it and its own, at the SIGTERM */
 	int		 ntree;
 	char		tail[TAIL];	/* the last of its stderr */
@@ -116,7 +117,7 @@ handler_env(const struct mq_claim *c, const struct mq_msg *m, int *made)
 	}
 	first = k;
 	mq_rfc3339(m->ts, ts, sizeof ts);
-	asprintf(&env[k++], "MQ_TOPIC=%s", c->topic);
+	asprintf(&env[k++], "MQ_TOPIC=%s", m->topic);
 	asprintf(&env[k++], "MQ_GROUP=%s", c->group);
 	asprintf(&env[k++], "MQ_OFFSET=%lld", (long long)m->off);
 	asprintf(&env[k++], "MQ_RECEIPT=%s", m->receipt);
@@ -378,7 +379,8 @@ struct runner {
 	struct job	*jobs;
 	int		 n;		/* slots */
 	int		 failed;	/* errno of a handler that could not run */
-	int64_t		 timeout;	/* ms a handler may run; 0: no limit */
+	int64_t		 timeout[MQ_LANES_MAX];	/* ms a handler of each lane
+					   may run; 0: no limit */
 	int		*open;		/* stderr pipes of ended handlers */
 	int		 nopen;
 };
@@ -468,18 +470,18 @@ time_out(struct runner *x, int64_t now)
 	struct job *j;
 	int i;
 
-	for (i = 0; i < x->n && x->timeout; i++) {
+	for (i = 0; i < x->n; i++) {
 		j = &x->jobs[i];
-		if (!j->pid)
+		if (!j->pid || !j->timeout)
 			continue;
-		if (!j->term && now >= j->start + x->timeout) {
+		if (!j->term && now >= j->start + j->timeout) {
 			kill_tree(j, SIGTERM);
 			j->term = now;
 		} else if (j->term && now >= j->term + GRACE) {
 			kill_tree(j, SIGKILL);
 			continue;	/* it goes at once */
 		}
-		at = j->term ? j->term + GRACE : j->start + x->timeout;
+		at = j->term ? j->term + GRACE : j->start + j->timeout;
 		if (at < next)
 			next = at;
 	}
@@ -498,7 +500,7 @@ said(const struct mq_follow *f, const struct mq_settle *s,
 		d = (d + 500) / 1000 * 1000;	/* to the second */
 	if (s->how == MQ_FAIL && s->result == MQ_SETTLED)
 		mq_format_duration(d > 0 ? d : 0, then, sizeof then);
-	fprintf(stderr, "%s/%s #%lld attempt %d: %s -> %s%s\n", f->c.topic,
+	fprintf(stderr, "%s/%s #%lld attempt %d: %s -> %s%s\n", m->topic,
 	    f->c.group, (long long)m->off, m->attempt, ended,
 	    s->how == MQ_ACK ? "acked" : *then ? "retry in " : "dead letter",
 	    then);
@@ -540,7 +542,7 @@ reap_jobs(struct mq_follow *f)
 					x->jobs[i].err = -1;
 				}
 				reason[k] = outcome(&s[k], &x->jobs[i],
-				    status, x->timeout, ended[k],
+				    status, x->jobs[i].timeout, ended[k],
 				    sizeof ended[k]);
 				done[k++] = i;
 			}
@@ -616,6 +618,7 @@ start_jobs(struct mq_follow *f, struct mq_msg *m, int n)
 		x->jobs[slot].msg = m[i];
 		x->jobs[slot].pid = pid;
 		x->jobs[slot].start = mq_now();
+		x->jobs[slot].timeout = x->timeout[m[i].lane];
 		x->jobs[slot].term = 0;
 		x->jobs[slot].tlen = 0;
 	}
@@ -663,17 +666,25 @@ stop_jobs(struct mq_follow *f)
 	kill(-group, SIGKILL);
 }
 
+/*
+ * timeout: how long a handler may run (ms); 0: as long as its lane's
+ * group says, as it is now (0 there: no limit); -1: no limit.
+ */
 int
 mq_exec_run(struct mq *q, struct mq_follow *f, char **argv, int jobs,
     int64_t timeout)
 {
+	struct mq_group g;
 	struct runner x;
 	int i;
 
 	memset(&x, 0, sizeof x);
 	x.q = q;
 	x.argv = argv;
-	x.timeout = timeout;
+	for (i = 0; i < f->nlanes; i++)
+		x.timeout[i] = timeout < 0 ? 0 : timeout ? timeout :
+		    mq_group_get(q, f->topics[i], f->c.group, &g) > 0 ?
+		    g.timeout : 0;
 	x.n = jobs > 1024 ? 1024 : jobs;
 	x.jobs = mq_array(NULL, x.n, sizeof *x.jobs);
 	memset(x.jobs, 0, x.n * sizeof *x.jobs);

@@ -57,6 +57,7 @@ int	 mq_valid_name(const char *s);
 const char *mq_name_arg(const char *s, const char *what);
 int	 mq_valid_key(const void *p, size_t n, int utf8);
 const char *mq_key_arg(const char *s, int utf8, const char *what);
+int	 mq_topics_arg(int argc, char **argv);
 int64_t	 mq_duration_arg(const char *s, const char *what);
 int64_t	 mq_time_arg(const char *s, const char *what);
 int64_t	 mq_pause_arg(const char *s);
@@ -264,6 +265,8 @@ struct mq_msg {
 	int		attempt;
 	uint32_t	token;
 	char		receipt[MQ_RECEIPT_MAX];
+	const char	*topic;		/* mq_follow: its lane's topic; else NULL */
+	int		lane;		/* mq_follow: its lane, from 0 */
 };
 
 /* Appending: a batch of records, one transaction. */
@@ -518,12 +521,16 @@ int64_t	 mq_history_n(void);
 int64_t	 mq_busy_timeout(void);
 
 /*
- * Waiting until a topic may have something new: 2 a writer changed it, 1
- * it may have changed (or a signal came), 0 the time came.
+ * Waiting until one of n topics (up to MQ_LANES_MAX) may have something
+ * new, in one sleep: 2 a writer changed one, and *changed (when not
+ * NULL) has bit i set for each topics[i] changed; 1 one may have changed
+ * (or a signal came); 0 the time came.
  */
+#define MQ_LANES_MAX	32
 struct mq_waiter;
-struct mq_waiter *mq_waiter_new(struct mq *, const char *topic);
-int	 mq_wait(struct mq_waiter *, int64_t until);
+struct mq_waiter *mq_waiter_new(struct mq *, const char *const *topics,
+	    int n);
+int	 mq_wait(struct mq_waiter *, int64_t until, uint32_t *changed);
 void	 mq_waiter_free(struct mq_waiter *);
 
 /* ---------------------------------------------------------------------- */
@@ -563,10 +570,15 @@ int64_t	 mq_rule_rate_tat(const struct mq_group *, int64_t t0, int n);
  * follow.c: the one loop that claims, waits and keeps a consumer's leases
  * alive, for mq-recv's printing and exec modes.  The callbacks say how
  * many to claim now, take each claimed batch, and (exec mode) settle
- * finished handlers and report how many still run.
+ * finished handlers and report how many still run.  It claims from one
+ * or more topics (lanes), each message tagged with its lane: strictly in
+ * the order given, or with fair in turn.
  */
 struct mq_follow {
-	struct mq_claim	 c;
+	struct mq_claim	 c;		/* each lane's claim, but its topic */
+	const char *const *topics;	/* the lanes */
+	int		 nlanes;	/* 1 to MQ_LANES_MAX */
+	int		 fair;		/* in turn, not strictly in order */
 	long		 limit;		/* messages to take; 0: no limit */
 	int		 follow;	/* until a signal */
 	int64_t		 until;		/* else wait for messages until then */
@@ -583,7 +595,6 @@ struct mq_follow {
 	int64_t		 wake_by;	/* set by busy: look again then */
 	int64_t		 stop_at;	/* take nothing from then on; 0: never */
 	int		 verbose;	/* exec mode: a line per settled message */
-	int64_t		 lease;		/* out: the lease in force */
 	long		 taken;		/* out */
 };
 int	 mq_follow(struct mq *, struct mq_follow *);
@@ -597,7 +608,7 @@ enum { MQ_OUT_LINE, MQ_OUT_NUL, MQ_OUT_JSON, MQ_OUT_FORMAT, MQ_OUT_BODY };
 struct mq_out {
 	int		 mode;
 	const char	*format;	/* MQ_OUT_FORMAT */
-	const char	*topic, *group;
+	const char	*topic, *group;	/* topic: unless the message has one */
 	int		 with_receipt;	/* MQ_OUT_LINE: RECEIPT<TAB>BODY */
 };
 void	 mq_out_msg(FILE *, const struct mq_out *, const struct mq_msg *);

@@ -237,11 +237,12 @@ mq_json_headers(FILE *f, const char *hs)
 static void
 json_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 {
+	const char *topic = m->topic ? m->topic : o->topic;
 	char ts[40];
 
 	mq_rfc3339(m->ts, ts, sizeof ts);
 	fputs("{\"topic\":", f);
-	mq_json_str(f, (const unsigned char *)o->topic, strlen(o->topic));
+	mq_json_str(f, (const unsigned char *)topic, strlen(topic));
 	if (o->group) {
 		fputs(",\"group\":", f);
 		mq_json_str(f, (const unsigned char *)o->group, strlen(o->group));
@@ -358,7 +359,7 @@ format_msg(FILE *f, const struct mq_out *o, const struct mq_msg *m)
 		case 'a': fprintf(f, "%d", m->attempt); break;
 		case 't': mq_rfc3339(m->ts, ts, sizeof ts); fputs(ts, f); break;
 		case 'e': fprintf(f, "%lld", (long long)(m->ts / 1000)); break;
-		case 'T': fputs(o->topic, f); break;
+		case 'T': fputs(m->topic ? m->topic : o->topic, f); break;
 		case 'g': fputs(o->group ? o->group : "", f); break;
 		case 's': fprintf(f, "%zu", m->len); break;
 		case 'b': mq_escape(f, m->body, m->len); break;

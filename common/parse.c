@@ -249,6 +249,27 @@ mq_key_arg(const char *s, int utf8, const char *what)
 	return s;
 }
 
+/*
+ * The topics that begin argv, up to a "--" or the end (mq-recv's lanes):
+ * how many; each a valid name, none twice, at most MQ_LANES_MAX.
+ */
+int
+mq_topics_arg(int argc, char **argv)
+{
+	int n, i;
+
+	for (n = 0; n < argc && strcmp(argv[n], "--"); n++) {
+		mq_name_arg(argv[n], "topic");
+		for (i = 0; i < n; i++)
+			if (!strcmp(argv[i], argv[n]))
+				mq_usage_err("topic %s given twice", argv[n]);
+	}
+	if (n > MQ_LANES_MAX)
+		mq_usage_err("too many topics: %d, at most %d", n,
+		    MQ_LANES_MAX);
+	return n;
+}
+
 int64_t
 mq_duration_arg(const char *s, const char *what)
 {

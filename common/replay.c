@@ -61,10 +61,10 @@ mq_replay(struct mq *q, const struct mq_replay *rp, const struct mq_out *o)
 		if (!rp->follow)
 			break;
 		if (!w) {	/* made before one more look: nothing is missed */
-			w = mq_waiter_new(q, rd.topic);
+			w = mq_waiter_new(q, &rd.topic, 1);
 			continue;
 		}
-		mq_wait(w, INT64_MAX);
+		mq_wait(w, INT64_MAX, NULL);
 	}
 	mq_waiter_free(w);
 	free(m);

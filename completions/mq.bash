@@ -111,7 +111,7 @@ _mq() {
 		opts='-0 -A -d -f -g -h -j -n -v -V -w --null --auto-ack --db
 		    --follow --group --help --jobs --count --version --wait
 		    --lease --json --format --from --timeout --max-time
-		    --empty-ok --verbose' ;;
+		    --empty-ok --fair --verbose' ;;
 	mq-ack)
 		argopts='-d --db --extend --delay --reason'
 		opts='-d -h -V --db --fail --dead --extend --delay --reason
@@ -289,7 +289,9 @@ _mq() {
 	case $cmd in
 	mq-send|mq-recv|mq-replay|mq-purge)
 		((npos == 0)) && _mq_reply "$(_mq_topics)"
-		[[ $cmd == mq-recv ]] && ((npos == 1)) && _mq_reply '--' ;;
+		# mq-recv TOPIC ... --: more topics (lanes), or the command
+		[[ $cmd == mq-recv ]] && ((npos >= 1)) &&
+		    _mq_reply "$(_mq_topics) --" ;;
 	mq-lag)
 		if ((npos == 0)); then
 			_mq_reply "$(_mq_topics)"

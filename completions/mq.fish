@@ -109,11 +109,12 @@ complete -c mq-send -l dedup-field -x -d 'take the dedup id from tab field N'
 complete -c mq-send -l from-outbox -r -F -d "move the rows of APPDB's outbox table into mq"
 complete -c mq-send -s f -l follow -d 'with --from-outbox: keep moving new rows'
 
-# mq-recv TOPIC [-- COMMAND [ARG...]]
+# mq-recv TOPIC ... [-- COMMAND [ARG...]]
 set -l a -d --db -g --group -j --jobs -n --count -w --wait --lease --format --from --timeout --max-time
 set -l r 'not __mq_dashdash'
 complete -c mq-recv -n "$r; and __mq_nop 0 $a" -a '(__mq_topics)' -d topic
-complete -c mq-recv -n "$r; and __mq_nop 1 $a" -a -- -d 'then a command to run per message'
+complete -c mq-recv -n "$r; and not __mq_nop 0 $a" -a '(__mq_topics)' -d 'another topic, a lane after it'
+complete -c mq-recv -n "$r; and not __mq_nop 0 $a" -a -- -d 'then a command to run per message'
 complete -c mq-recv -n __mq_dashdash -x -a '(__mq_command)'
 complete -c mq-recv -n $r -s 0 -l null -d 'NUL-terminated output'
 complete -c mq-recv -n $r -s A -l auto-ack -d 'ack each message as it is printed'
@@ -129,6 +130,7 @@ complete -c mq-recv -n $r -s w -l wait -x -d 'wait up to DUR for a message'
 complete -c mq-recv -n $r -l timeout -x -d 'stop a command that runs longer'
 complete -c mq-recv -n $r -l max-time -x -d 'take no message after DUR'
 complete -c mq-recv -n $r -l empty-ok -d 'exit 0, not 1, when nothing came'
+complete -c mq-recv -n $r -l fair -d 'take from the topics in turn, not in order'
 complete -c mq-recv -n $r -s v -l verbose -d 'a line per message a command settled'
 
 # mq-ack [RECEIPT...]: receipts are not completed

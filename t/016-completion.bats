@@ -46,6 +46,17 @@ complete_line() {
 	assert_output --messages
 }
 
+@test "bash: mq-recv TOPIC: more topics (lanes) or --; --fair" {
+	mq-topic group jobs workers >/dev/null
+	mq-topic group logs archive >/dev/null
+	run -0 complete_line mq-recv -g workers jobs ""
+	assert_output "$(printf '%s\n' jobs logs --)"
+	run -0 complete_line mq-recv jobs logs ""
+	assert_line -n 2 -- --
+	run -0 complete_line mq-recv --fa
+	assert_output --fair
+}
+
 # argopts PROG: the options PROG's --help shows with an argument.
 argopts() {
 	"$1" --help | sed -n 's/^ *\(-[A-Za-z0-9], \)\{0,1\}\(--[a-z-]*\) [A-Za-z[].*/\2/p'

@@ -411,7 +411,7 @@ worker() {
 	run -64 --separate-stderr mq-recv --bogus t
 	[[ $stderr == *"usage: mq-recv"* ]]
 	for args in "-n -1 t" "-n x t" "-w soon t" "--lease 0 t" "-g .bad t" \
-	    "-- .bad" "t extra"; do
+	    "-- .bad" "t t" "t .bad" "t -- "; do
 		# shellcheck disable=SC2086 # $args: options to split into words
 		run -64 --separate-stderr mq-recv $args
 		one_line_error 64

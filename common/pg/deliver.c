@@ -1557,22 +1557,19 @@ static void
 unlock(struct pgq *q, int64_t id)
 {
 	PGresult *r = lock(q, "pg_advisory_unlock", id);
+	int i;
 
 	if (r)
 		PQclear(r);
-	if (id == q->lockkey)
-		q->lockkey = 0;
+	for (i = 0; i < q->nlockkey; i++)
+		if (q->lockkey[i] == id)
+			q->lockkey[i--] = q->lockkey[--q->nlockkey];
 }
 
-/*
- * After a reconnect: this consumer's lock again, if it is still
- * registered (0 if another consumer gave it up meanwhile).
- */
-int
-pg_relock(struct pgq *q, int64_t until)
+static int
+relock(struct pgq *q, int64_t id, int64_t until)
 {
 	PGresult *r;
-	int64_t id = q->lockkey;
 	int alive, got;
 
 	/* after a blip the old session may live on until the server drops
@@ -1596,6 +1593,21 @@ pg_relock(struct pgq *q, int64_t until)
 	if (!alive)
 		unlock(q, id);
 	return alive;
+}
+
+/*
+ * After a reconnect: the lock of this consumer (of each lane) again, if
+ * it is still registered (0 if another consumer gave one up meanwhile).
+ */
+int
+pg_relock(struct pgq *q, int64_t until)
+{
+	int i, n = q->nlockkey;
+
+	for (i = 0; i < n; i++)
+		if (!relock(q, q->lockkey[i], until))
+			return 0;
+	return 1;
 }
 
 static int
@@ -1624,7 +1636,8 @@ join(struct pgq *q, const char *topic, const char *group, int latest,
 	if (!(r = lock(q, "pg_advisory_lock", *id)))
 		return PG_RETRY;
 	PQclear(r);
-	q->lockkey = *id;
+	if (q->nlockkey < MQ_LANES_MAX)
+		q->lockkey[q->nlockkey++] = *id;
 	if (pg_commit(q)) {
 		unlock(q, *id);
 		return PG_RETRY;

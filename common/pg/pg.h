@@ -38,7 +38,9 @@ struct pgq {
 					   it ends, is under way */
 	char		 num[16][24];	/* pg_int's buffers */
 	int		 nnum;
-	int64_t		 lockkey;	/* our consumer's advisory lock; 0: none */
+	int64_t		 lockkey[MQ_LANES_MAX];	/* our consumers' advisory
+					   locks (one a lane) */
+	int		 nlockkey;
 	int64_t		 lockspace;	/* this installation's advisory locks */
 	int64_t		 busy;		/* lock_timeout, ms */
 	int		 async;		/* MQ_SYNC=normal */
@@ -178,8 +180,8 @@ int	 pg_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 pg_purge(struct mq *, const char *, struct mq_purge *);
 void	 pg_vacuum(struct mq *);
 
-struct mq_waiter *pg_waiter(struct mq *, const char *);
-int	 pg_wait(struct mq_waiter *, int64_t);
+struct mq_waiter *pg_waiter(struct mq *, const char *const *, int);
+int	 pg_wait(struct mq_waiter *, int64_t, uint32_t *);
 void	 pg_waiter_free(struct mq_waiter *);
 
 #endif

@@ -803,25 +803,33 @@ pg_consumers_of(struct pgq *q, const char *topic, const char *group,
 }
 
 /*
- * The group's consumers but this one whose advisory locks were free:
- * their sessions are over, and the locks are now this session's (one
- * round trip for the whole group; the CTE keeps the lock attempts to
- * the group's rows).
+ * The group's consumers but this process's own (one a lane, whose locks
+ * this session holds and so could take again) whose advisory locks were
+ * free: their sessions are over, and the locks are now this session's
+ * (one round trip for the whole group; the CTE keeps the lock attempts
+ * to the group's rows).
  */
 int
 pg_dead_consumers_of(struct pgq *q, const char *topic, const char *group,
     struct mq_consumer **out)
 {
+	struct pg_arr mine;
 	PGresult *r;
-	int n;
+	int i, n;
 
-	TRY(r, pg_q(q, "cannot read consumers", "WITH c AS MATERIALIZED "
+	memset(&mine, 0, sizeof mine);
+	for (i = 0; i < q->nlockkey; i++)
+		pg_arr_int(&mine, q->lockkey[i]);
+	r = pg_q(q, "cannot read consumers", "WITH c AS MATERIALIZED "
 	    "(SELECT " CONSUMER_COLS " FROM consumer c JOIN grp g ON g.id = "
 	    "c.grp JOIN topic t ON t.id = g.topic WHERE t.name = $1 AND "
-	    "g.name = $2 AND c.id <> $3) SELECT * FROM c WHERE "
-	    "pg_try_advisory_lock($4::int, mod(c.id, 2147483647)::int) "
-	    "ORDER BY c.id", 4, topic, group, pg_int(q, q->lockkey),
-	    pg_int(q, q->lockspace)));
+	    "g.name = $2 AND c.id <> ALL ($3::bigint[])) SELECT * FROM c "
+	    "WHERE pg_try_advisory_lock($4::int, mod(c.id, 2147483647)::int) "
+	    "ORDER BY c.id", 4, topic, group, pg_arr_end(&mine),
+	    pg_int(q, q->lockspace));
+	pg_arr_free(&mine);
+	if (!r)
+		return PG_RETRY;
 	n = consumer_rows(r, out);
 	PQclear(r);
 	return n;

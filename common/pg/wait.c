@@ -1,8 +1,10 @@
 /*
- * wait.c: sleeping until a topic may have something new, on PostgreSQL.
+ * wait.c: sleeping until one of a waiter's topics may have something new,
+ * on PostgreSQL.
  *
- * A waiter LISTENs on its topic's channel (mq_<lockspace>_<id>); whatever
- * changes the topic NOTIFYs it from the same transaction, and the server
+ * A waiter LISTENs on each of its topics' channels (mq_<lockspace>_<id>)
+ * on its one connection, and sleeps on its socket; whatever changes a
+ * topic NOTIFYs its channel from the same transaction, and the server
  * delivers that at commit.  LISTEN is issued when the waiter is made,
  * before the caller's last look at the topic, so a commit in between is
  * not missed: its notification waits on the socket.  A signal (sig.c)
@@ -31,8 +33,10 @@
 
 struct pg_waiter {
 	struct mq_waiter base;
-	char		 topic[MQ_NAME_MAX + 1];
-	int64_t		 id;		/* 0: the topic does not exist yet */
+	int		 n;
+	const char	*topic[MQ_LANES_MAX];	/* the caller's */
+	int64_t		 id[MQ_LANES_MAX];	/* 0: does not exist yet */
+	int		 missing;	/* topics with id 0 */
 };
 
 static int pokefd[2] = { -1, -1 };
@@ -61,34 +65,48 @@ listen_on(struct pgq *q, int64_t id)
 }
 
 /*
- * LISTENs on the topic's channel if it exists now, else on channel 0,
- * which hears of every topic made.
+ * LISTENs on the channel of each topic not yet listened to that exists
+ * now, and on channel 0, which hears of every topic made, while one
+ * does not; bit i of the result: topic i is listened to from now on.
  */
-static void
-listen_topic(struct pgq *q, struct pg_waiter *w)
+static uint32_t
+listen_topics(struct pgq *q, struct pg_waiter *w)
 {
 	struct mq_topic t;
+	uint32_t got = 0;
+	int i;
 
-	if (pg_topic_row(q, w->topic, &t, 0) > 0 && listen_on(q, t.id))
-		w->id = t.id;
-	else
+	for (i = 0, w->missing = 0; i < w->n; i++) {
+		if (w->id[i])
+			continue;
+		if (pg_topic_row(q, w->topic[i], &t, 0) > 0 &&
+		    listen_on(q, t.id)) {
+			w->id[i] = t.id;
+			got |= (uint32_t)1 << i;
+		} else
+			w->missing++;
+	}
+	if (w->missing)
 		listen_on(q, 0);
+	return got;
 }
 
 struct mq_waiter *
-pg_waiter(struct mq *mq, const char *topic)
+pg_waiter(struct mq *mq, const char *const *topics, int n)
 {
 	struct pg_waiter *w = mq_alloc(sizeof *w);
 
+	memset(w, 0, sizeof *w);
 	w->base.q = mq;
-	snprintf(w->topic, sizeof w->topic, "%s", topic);
+	w->n = n;
+	memcpy(w->topic, topics, n * sizeof *topics);
 	if (pokefd[0] < 0) {
 		if (pipe2(pokefd, O_CLOEXEC | O_NONBLOCK) < 0)
 			mq_die(MQ_EX_SOFTWARE, "cannot make a pipe: %s",
 			    strerror(errno));
 	}
 	mq_on_signal(poke);
-	listen_topic(PGQ(mq), w);
+	listen_topics(PGQ(mq), w);
 	return &w->base;
 }
 
@@ -100,7 +118,7 @@ pg_waiter_free(struct mq_waiter *mw)
 	PGresult *r;
 
 	mq_on_signal(NULL);
-	if (w->id && PQstatus(q->conn) == CONNECTION_OK &&
+	if (w->missing < w->n && PQstatus(q->conn) == CONNECTION_OK &&
 	    (r = pg_q(q, "cannot stop listening", "UNLISTEN *", 0)))
 		PQclear(r);
 	free(w);
@@ -129,29 +147,49 @@ reconnect(struct pgq *q, struct pg_waiter *w)
 		sleep(1);
 	}
 	pg_session(q);
-	if (q->lockkey && !pg_relock(q, pg_now() + RECONNECT_MS))
+	if (q->nlockkey && !pg_relock(q, pg_now() + RECONNECT_MS))
 		mq_die(MQ_EX_TEMPFAIL, "lost connection to %s, and this "
 		    "consumer was given up meanwhile: start again", q->shown);
-	w->id = 0;
-	listen_topic(q, w);
+	memset(w->id, 0, sizeof w->id);
+	listen_topics(q, w);
+}
+
+/* The topics a notification names: bit i for topic i. */
+static uint32_t
+which(struct pgq *q, struct pg_waiter *w, const char *channel)
+{
+	char buf[64];
+	uint32_t bits = 0;
+	int i;
+
+	for (i = 0; i < w->n; i++) {
+		if (!w->id[i])
+			continue;
+		pg_channel(q, w->id[i], buf, sizeof buf);
+		if (!strcmp(buf, channel))
+			bits |= (uint32_t)1 << i;
+	}
+	return bits;
 }
 
 /*
- * Returns 2 when a NOTIFY said the topic changed, 1 when it may have (a
- * signal, the safety look, a reconnect), 0 when `until` (ms since the
- * epoch) came first.
+ * Returns 2 when a NOTIFY said a topic changed, with *changed saying
+ * which, 1 when one may have (a signal, the safety look, a reconnect), 0
+ * when `until` (ms since the epoch) came first.
  */
 int
-pg_wait(struct mq_waiter *mw, int64_t until)
+pg_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 {
 	struct pg_waiter *w = (struct pg_waiter *)mw;
 	struct pgq *q = PGQ(mw->q);
 	struct pollfd p[2];
 	PGnotify *n;
 	int64_t now, look = pg_now() + SAFETY_MS, ms;
-	int got = 0;
+	uint32_t bits;
+	int made = 0;
 	char junk[64];
 
+	*changed = 0;
 	for (;;) {
 		if (PQconsumeInput(q->conn) == 0 ||
 		    PQstatus(q->conn) != CONNECTION_OK) {
@@ -159,23 +197,21 @@ pg_wait(struct mq_waiter *mw, int64_t until)
 			return 1;
 		}
 		while ((n = PQnotifies(q->conn))) {
-			got = 1;
+			if (!(bits = which(q, w, n->relname)))
+				made = 1;	/* channel 0: a topic was made */
+			*changed |= bits;
 			PQfreemem(n);
 		}
-		if (got && !w->id) {	/* a topic was made: ours? */
-			listen_topic(q, w);
-			got = w->id != 0;
-		}
-		if (got)
+		if (made && w->missing)	/* one of ours? */
+			*changed |= listen_topics(q, w);
+		if (*changed)
 			return 2;
 		if (read(pokefd[0], junk, sizeof junk) > 0)
 			return 1;
 		now = pg_now();
 		if (now >= look) {
-			if (w->id)
-				return 1;
-			listen_topic(q, w);
-			if (w->id)
+			listen_topics(q, w);	/* those not there before */
+			if (w->missing < w->n)
 				return 1;
 			look = now + SAFETY_MS;
 		}

@@ -416,24 +416,64 @@ sq_slot(struct sq *q, int64_t topic)
 }
 
 /*
- * Sleeps while *slot == seen, at most ms; a signal ends it early.  It
- * counts itself among the slot's sleepers, so writers wake it; returns
- * 0 when it could not (the file is read-only here): then the caller
- * sleeps only a short while.
+ * Several futexes in one sleep (Linux 5.16 on): a waker of any of them
+ * ends it.  -1 with ENOSYS before that kernel.
+ */
+static int
+futex_waitv(uint32_t *const *w, const uint32_t *val, int n, int64_t ms)
+{
+#if defined(SYS_futex_waitv) && defined(FUTEX_32)
+	struct futex_waitv v[MQ_LANES_MAX];
+	struct timespec ts;
+	int i;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	if ((ts.tv_nsec += ms % 1000 * 1000000) >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	memset(v, 0, sizeof v);
+	for (i = 0; i < n; i++) {
+		v[i].val = val[i];
+		v[i].uaddr = (uintptr_t)w[i];
+		v[i].flags = FUTEX_32;	/* shared: the file is mapped by many */
+	}
+	return (int)syscall(SYS_futex_waitv, v, n, 0, &ts, CLOCK_MONOTONIC);
+#else
+	(void)w, (void)val, (void)n, (void)ms;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/*
+ * Sleeps while each *slot[i] == seen[i] (the slots of n topics), at most
+ * ms; a signal ends it early.  It counts itself among each slot's
+ * sleepers, so writers wake it; returns 0 when it could not (the file is
+ * read-only here): then it sleeps only a short while.  Without
+ * FUTEX_WAITV it sleeps on the first slot only, for at most RO_LOOK_MS,
+ * and the caller looks at them all.
  */
 int
-sq_slot_wait(struct sq *q, int64_t topic, uint32_t *slot, uint32_t seen,
-    int64_t ms)
+sq_slot_wait(struct sq *q, int n, const int64_t *topic, uint32_t *const *slot,
+    const uint32_t *seen, int64_t ms)
 {
 	uint32_t *waiters;
+	int i;
 
-	if (!q->shm_rw) {
-		sq_futex_wait(slot, seen, ms < RO_LOOK_MS ? ms : RO_LOOK_MS);
-		return 0;
+	if (!q->shm_rw && ms > RO_LOOK_MS)
+		ms = RO_LOOK_MS;	/* nobody knows to wake it */
+	for (i = 0; i < n && q->shm_rw; i++) {
+		slot_of(q, topic[i], &waiters);
+		ADD(waiters, 1);
 	}
-	slot_of(q, topic, &waiters);
-	ADD(waiters, 1);
-	sq_futex_wait(slot, seen, ms);
-	ADD(waiters, -1);
-	return 1;
+	if (n == 1 || (futex_waitv(slot, seen, n, ms) < 0 && errno == ENOSYS))
+		sq_futex_wait(slot[0], seen[0], n == 1 || ms < RO_LOOK_MS ?
+		    ms : RO_LOOK_MS);
+	for (i = 0; i < n && q->shm_rw; i++) {
+		slot_of(q, topic[i], &waiters);
+		ADD(waiters, -1);
+	}
+	return q->shm_rw;
 }

@@ -95,8 +95,8 @@ uint64_t sq_commits_seen(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
 void	 sq_checkpoint(struct sq *, int frames);
 uint32_t *sq_slot(struct sq *, int64_t topic);
-int	 sq_slot_wait(struct sq *, int64_t topic, uint32_t *slot,
-	    uint32_t seen, int64_t ms);
+int	 sq_slot_wait(struct sq *, int n, const int64_t *topic,
+	    uint32_t *const *slot, const uint32_t *seen, int64_t ms);
 
 /* combine.c */
 int	 sq_comb_send(struct sq *, const struct mq_append *,
@@ -184,8 +184,8 @@ int	 sq_list(struct mq *, const struct mq_list *, struct mq_item *, int);
 int	 sq_purge(struct mq *, const char *, struct mq_purge *);
 void	 sq_vacuum(struct mq *);
 
-struct mq_waiter *sq_waiter(struct mq *, const char *);
-int	 sq_wait(struct mq_waiter *, int64_t);
+struct mq_waiter *sq_waiter(struct mq *, const char *const *, int);
+int	 sq_wait(struct mq_waiter *, int64_t, uint32_t *);
 void	 sq_waiter_free(struct mq_waiter *);
 
 #endif

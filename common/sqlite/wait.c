@@ -1,20 +1,23 @@
 /*
- * wait.c: sleeping until a topic may have something new.
+ * wait.c: sleeping until one of a waiter's topics may have something new.
  *
- * A waiter sleeps on its topic's slot in the -mq file (engine.c): writers
- * bump it once a commit that changed the topic is durable, and wake the
- * slot's sleepers.  The waiter remembers the number it last saw, taken
+ * A waiter sleeps on its topics' slots in the -mq file (engine.c), all in
+ * one sleep (FUTEX_WAITV for more than one): writers bump a topic's slot
+ * once a commit that changed the topic is durable, and wake the slot's
+ * sleepers.  The waiter remembers the number it last saw of each, taken
  * before the caller's first look at the database, so a commit that lands
  * between a look and the sleep is not missed.  A signal (sig.c) pokes the
- * same word, so one that lands just before the sleep is not slept
+ * first slot, so one that lands just before the sleep is not slept
  * through either.
  *
  * Writers that are not mq (the sqlite3 shell) bump nothing: every second
  * a waiter asks PRAGMA data_version, which changes whenever another
- * connection committed.  Without the -mq file it asks every 50ms.
+ * connection committed.  Without the -mq file, or with a topic that does
+ * not exist yet, it asks every 50ms.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "sq.h"
@@ -24,9 +27,10 @@
 
 struct sq_waiter {
 	struct mq_waiter base;
-	int64_t		 topic;
-	uint32_t	*slot;		/* NULL: no -mq file */
-	uint32_t	 seen;
+	int		 n;
+	int64_t		 topic[MQ_LANES_MAX];
+	uint32_t	*slot[MQ_LANES_MAX];	/* [0] NULL: polls */
+	uint32_t	 seen[MQ_LANES_MAX];
 	int64_t		 dv;
 };
 
@@ -42,18 +46,27 @@ poke(void)
 }
 
 struct mq_waiter *
-sq_waiter(struct mq *mq, const char *topic)
+sq_waiter(struct mq *mq, const char *const *topics, int n)
 {
 	struct sq *q = SQ(mq);
 	struct sq_waiter *w = mq_alloc(sizeof *w);
 	struct mq_topic t;
+	int i;
 
+	memset(w, 0, sizeof *w);
 	w->base.q = mq;
-	if (sq_topic_get(mq, topic, &t))
-		w->topic = t.id;
-	if (w->topic && (w->slot = sq_slot(q, w->topic))) {
-		w->seen = __atomic_load_n(w->slot, __ATOMIC_ACQUIRE);
-		poked = w->slot;
+	w->n = n;
+	for (i = 0; i < n; i++) {
+		if (!sq_topic_get(mq, topics[i], &t) ||
+		    !(w->slot[i] = sq_slot(q, t.id))) {
+			w->slot[0] = NULL;	/* one missing: all polled */
+			break;
+		}
+		w->topic[i] = t.id;
+		w->seen[i] = __atomic_load_n(w->slot[i], __ATOMIC_ACQUIRE);
+	}
+	if (w->slot[0]) {
+		poked = w->slot[0];
 		mq_on_signal(poke);
 	}
 	w->dv = sq_data_version(q);
@@ -65,48 +78,61 @@ sq_waiter_free(struct mq_waiter *mw)
 {
 	struct sq_waiter *w = (struct sq_waiter *)mw;
 
-	if (w->slot) {
+	if (w->slot[0]) {
 		mq_on_signal(NULL);
 		poked = NULL;
 	}
 	free(w);
 }
 
+/* Which slots moved since they were last seen: bit i for topic i. */
+static uint32_t
+moved(struct sq_waiter *w)
+{
+	uint32_t cur, bits = 0;
+	int i;
+
+	for (i = 0; i < w->n && w->slot[0]; i++)
+		if ((cur = __atomic_load_n(w->slot[i], __ATOMIC_ACQUIRE)) !=
+		    w->seen[i]) {
+			w->seen[i] = cur;
+			bits |= (uint32_t)1 << i;
+		}
+	return bits;
+}
+
 /*
- * Returns 2 when a writer changed the topic since the last return (or the
- * waiter's creation), 1 when it may have changed (a writer that is not
- * mq; a signal: the caller looks at mq_stop and its children), 0 when
- * `until` (ms since the epoch) came first.
+ * Returns 2 when a writer changed a topic since the last return (or the
+ * waiter's creation), with *changed saying which; 1 when one may have
+ * changed (a writer that is not mq; a signal: the caller looks at
+ * mq_stop and its children), 0 when `until` (ms since the epoch) came
+ * first.
  */
 int
-sq_wait(struct mq_waiter *mw, int64_t until)
+sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 {
 	struct sq_waiter *w = (struct sq_waiter *)mw;
 	struct sq *q = SQ(mw->q);
 	struct timespec ts;
-	int64_t now, ms, dv, look = mq_now() + (w->slot ? SAFETY_MS :
+	int64_t now, ms, dv, look = mq_now() + (w->slot[0] ? SAFETY_MS :
 	    FALLBACK_MS);
-	uint32_t cur;
 
 	for (;;) {
-		if (w->slot && (cur = __atomic_load_n(w->slot,
-		    __ATOMIC_ACQUIRE)) != w->seen) {
-			w->seen = cur;
+		if ((*changed = moved(w)))
 			return 2;
-		}
 		now = mq_now();
 		if (now >= look) {
 			if ((dv = sq_data_version(q)) != w->dv) {
 				w->dv = dv;
 				return 1;
 			}
-			look = now + (w->slot ? SAFETY_MS : FALLBACK_MS);
+			look = now + (w->slot[0] ? SAFETY_MS : FALLBACK_MS);
 		}
 		if (now >= until)
 			return 0;
 		ms = (until < look ? until : look) - now;
-		if (w->slot) {
-			sq_slot_wait(q, w->topic, w->slot, w->seen, ms);
+		if (w->slot[0]) {
+			sq_slot_wait(q, w->n, w->topic, w->slot, w->seen, ms);
 		} else {
 			ts.tv_sec = ms / 1000;
 			ts.tv_nsec = ms % 1000 * 1000000;
