@@ -307,10 +307,11 @@ mq_check_format(const char *fmt)
 		if (*fmt == '%') {
 			if (!fmt[1] || !strchr(directives, *++fmt))
 				return -1;
-			if (*fmt == 'h' && !(n = header_dir(fmt + 1, name)))
-				return -1;
-			if (*fmt == 'h')
+			if (*fmt == 'h') {
+				if (!(n = header_dir(fmt + 1, name)))
+					return -1;
 				fmt += n + 2;	/* at the } */
+			}
 		} else if (*fmt == '\\' && (!fmt[1] ||
 		    !strchr("nt0\\", *++fmt)))
 			return -1;
