@@ -378,13 +378,14 @@ struct claimer {
 	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
 	struct pg_arr		 a_off, a_att;			/* auto-acked */
-	struct pg_arr		 x_off;				/* lapsed */
+	/* settled without a delivery: lapsed (first -1) or duplicates
+	   of the delivery of offset first */
+	struct pg_arr		 s_off, s_att, s_first;
 	/* --idempotent-by: business ids of the leases, of the ones that
 	   wait for a lease of theirs to end, of the duplicates, of the
 	   auto-acked; and those this claim hands out */
 	struct pg_arr		 l_bid;
 	struct pg_arr		 b_off, b_att, b_exp, b_key, b_bid;
-	struct pg_arr		 u_off, u_att, u_first;
 	struct pg_arr		 c_bid, c_off;
 	struct { char *bid; int64_t off; } *handed;
 	int			 nhanded;
@@ -406,16 +407,15 @@ free_arrays(struct claimer *k)
 	pg_arr_free(&k->h_key);
 	pg_arr_free(&k->a_off);
 	pg_arr_free(&k->a_att);
-	pg_arr_free(&k->x_off);
+	pg_arr_free(&k->s_off);
+	pg_arr_free(&k->s_att);
+	pg_arr_free(&k->s_first);
 	pg_arr_free(&k->l_bid);
 	pg_arr_free(&k->b_off);
 	pg_arr_free(&k->b_att);
 	pg_arr_free(&k->b_exp);
 	pg_arr_free(&k->b_key);
 	pg_arr_free(&k->b_bid);
-	pg_arr_free(&k->u_off);
-	pg_arr_free(&k->u_att);
-	pg_arr_free(&k->u_first);
 	pg_arr_free(&k->c_bid);
 	pg_arr_free(&k->c_off);
 	while (k->nhanded > 0)
@@ -444,11 +444,15 @@ drop_row(struct claimer *k, int64_t off)
 	pg_arr_str(&k->l_bid, NULL);
 }
 
-/* Its time to live ran out before the group handed it out: settled. */
+/* Settled with no delivery: a duplicate of the delivery of first, or,
+   when first is -1, lapsed (its time to live ran out first). */
 static void
-lapse(struct claimer *k, int64_t off)
+settle_undelivered(struct claimer *k, int64_t off, int attempt,
+    int64_t first)
 {
-	pg_arr_int(&k->x_off, off);
+	pg_arr_int(&k->s_off, off);
+	pg_arr_int(&k->s_att, attempt);
+	pg_arr_int(&k->s_first, first);
 	k->settled++;
 }
 
@@ -643,12 +647,9 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
     int attempt, int expired, const char *key, int existed)
 {
 	if (how == 1) {
-		pg_arr_int(&k->u_off, off);
-		pg_arr_int(&k->u_att, attempt);
-		pg_arr_int(&k->u_first, x->first);
+		settle_undelivered(k, off, attempt, x->first);
 		if (existed)
 			drop_row(k, off);
-		k->settled++;
 		k->dups++;
 	} else {
 		pg_arr_int(&k->b_off, off);
@@ -727,7 +728,7 @@ claim_due(struct claimer *k, int64_t lo)
 		pg_msg_row(r, i, 8, &m);
 		if (m.body && mq_rule_lapsed((int)pg_get(r, i, 1), attempt,
 		    pg_get(r, i, 14), k->now)) {
-			lapse(k, m.off);
+			settle_undelivered(k, m.off, 0, -1);
 			pg_arr_int(&x, m.off);	/* its row goes now, below */
 			k->gone++;
 			mq_msg_free(&m);
@@ -894,7 +895,7 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (mq_rule_lapsed(-1, 0, pg_get(r, i, 8), k->now)) {
-				lapse(k, m.off);
+				settle_undelivered(k, m.off, 0, -1);
 				mq_msg_free(&m);
 				continue;
 			}
@@ -968,17 +969,23 @@ write_claim(struct claimer *k)
 	struct pgq *q = k->q;
 	PGresult *r;
 
-	if (k->x_off.n) {
-		/* lapsed: their history, their count (settled goes below) */
-		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE "
-		    "grp SET lapsed = lapsed + $3 WHERE id = $1) INSERT INTO "
-		    "history (grp, off, ts, n, attempt, event, host, pid, "
-		    "reason) SELECT $1, o, $4, $5, 0, 'lapsed', $6, $7, 'its "
-		    "time to live ran out' FROM unnest($2::bigint[]) AS o", 7,
-		    pg_int(q, k->g.id), pg_arr_end(&k->x_off),
-		    pg_int(q, k->x_off.n), pg_int(q, k->now),
-		    pg_int(q, mq_history_n()), mq_hostname(),
-		    pg_int(q, mq_pid())));
+	if (k->s_off.n) {
+		/* lapsed and duplicates: their history, their counts
+		   (settled goes below) */
+		TRY(r, pg_qc(q, "cannot record history", "WITH v AS (SELECT "
+		    "* FROM unnest($2::bigint[], $3::int[], $4::bigint[]) AS "
+		    "v(o, a, f)), g AS (UPDATE grp SET lapsed = lapsed + "
+		    "(SELECT count(*) FROM v WHERE f < 0), duplicates = "
+		    "duplicates + (SELECT count(*) FROM v WHERE f >= 0) WHERE "
+		    "id = $1) INSERT INTO history (grp, off, ts, n, attempt, "
+		    "event, host, pid, reason) SELECT $1, v.o, $5, $6, v.a, "
+		    "CASE WHEN v.f < 0 THEN 'lapsed' ELSE 'duplicate' END, $7, "
+		    "$8, CASE WHEN v.f < 0 THEN 'its time to live ran out' "
+		    "ELSE 'duplicate of #' || v.f END FROM v", 8,
+		    pg_int(q, k->g.id), pg_arr_end(&k->s_off),
+		    pg_arr_end(&k->s_att), pg_arr_end(&k->s_first),
+		    pg_int(q, k->now), pg_int(q, mq_history_n()),
+		    mq_hostname(), pg_int(q, mq_pid())));
 		PQclear(r);
 	}
 
@@ -1014,21 +1021,6 @@ write_claim(struct claimer *k)
 		    pg_int(q, k->pos), pg_int(q, k->delivered),
 		    pg_int(q, k->settled), pg_int(q, k->dead),
 		    pg_arr_end(&k->l_bid)));
-		PQclear(r);
-	}
-	if (k->u_off.n) {
-		/* duplicates: their history, their count */
-		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE "
-		    "grp SET duplicates = duplicates + $3 WHERE id = $1) INSERT "
-		    "INTO history (grp, off, ts, n, attempt, event, host, pid, "
-		    "reason) SELECT $1, v.o, $4, $5, v.a, 'duplicate', $6, $7, "
-		    "'duplicate of #' || v.f FROM unnest($2::bigint[], "
-		    "$8::int[], $9::bigint[]) AS v(o, a, f)", 9,
-		    pg_int(q, k->g.id), pg_arr_end(&k->u_off),
-		    pg_int(q, k->u_off.n), pg_int(q, k->now),
-		    pg_int(q, mq_history_n()), mq_hostname(),
-		    pg_int(q, mq_pid()), pg_arr_end(&k->u_att),
-		    pg_arr_end(&k->u_first)));
 		PQclear(r);
 	}
 	if (k->b_off.n) {
