@@ -422,22 +422,54 @@ consumed_at(struct claimer *k, const char *bid)
 	return off;
 }
 
-/* Another delivery of bid is leased, and its lease has not run out. */
+/*
+ * 1 when the look-up sql finds another delivery of the group (?1) that
+ * holds back the message at off (?4): one of its business id or key (?2)
+ * at this time (?3).
+ */
 static int
-bid_busy(struct claimer *k, const char *bid, int64_t off)
+held_by(struct claimer *k, const char *sql, const char *id, int64_t off)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
-	    "delivery_bid WHERE grp = ? AND bid = ? AND state = 1 AND due > ? "
-	    "AND off != ? LIMIT 1");
+	sqlite3_stmt *s = sq_stmt(k->q, sql);
 	int busy;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
-	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, k->now);
 	sqlite3_bind_int64(s, 4, off);
 	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
 	sqlite3_reset(s);
 	return busy;
+}
+
+/* Another delivery of bid is leased, and its lease has not run out. */
+#define BID_BUSY "SELECT 1 FROM delivery INDEXED BY delivery_bid WHERE " \
+	"grp = ?1 AND bid = ?2 AND state = 1 AND due > ?3 AND off != ?4 " \
+	"LIMIT 1"
+/* An earlier message of the key is unsettled (an ordered group). */
+#define KEY_BUSY "SELECT 1 FROM delivery INDEXED BY delivery_key WHERE " \
+	"grp = ?1 AND key = ?2 AND state < 2 AND off < ?4 LIMIT 1"
+
+/*
+ * Settled with no delivery (its row goes, if it has one): a duplicate,
+ * or lapsed (its time to live ran out before the group handed it out).
+ */
+static void
+settle_undelivered(struct claimer *k, struct due *d, int attempt,
+    const char *event, const char *why)
+{
+	sqlite3_stmt *s;
+
+	if (d->state >= 0) {
+		s = sq_stmt(k->q, "DELETE FROM delivery WHERE grp = ? AND "
+		    "off = ?");
+		sqlite3_bind_int64(s, 1, k->g.id);
+		sqlite3_bind_int64(s, 2, d->off);
+		sq_step(k->q, s, "cannot delete delivery");
+	}
+	sq_history(k->q, k->g.id, d->off, attempt, event, why, NULL);
+	k->settled++;
+	k->changed = 1;
 }
 
 /*
@@ -457,23 +489,13 @@ idempotent(struct claimer *k, struct due *d)
 	    &d->m, d->dedup))))
 		return 0;
 	if ((first = consumed_at(k, d->bid))) {
-		if (d->state >= 0) {
-			s = sq_stmt(k->q, "DELETE FROM delivery WHERE grp = ? "
-			    "AND off = ?");
-			sqlite3_bind_int64(s, 1, k->g.id);
-			sqlite3_bind_int64(s, 2, d->off);
-			sq_step(k->q, s, "cannot delete delivery");
-		}
 		snprintf(why, sizeof why, "duplicate of #%lld",
 		    (long long)first);
-		sq_history(k->q, k->g.id, d->off, d->attempt, "duplicate", why,
-		    NULL);
-		k->settled++;
+		settle_undelivered(k, d, d->attempt, "duplicate", why);
 		k->dups++;
-		k->changed = 1;
 		return 1;
 	}
-	if (!bid_busy(k, d->bid, d->off))
+	if (!held_by(k, BID_BUSY, d->bid, d->off))
 		return 0;
 	s = sq_stmt(k->q, "INSERT OR REPLACE INTO delivery (grp, off, state, "
 	    "due, attempt, expired, key, bid) VALUES (?, ?, 0, ?, ?, ?, ?, ?)");
@@ -488,26 +510,6 @@ idempotent(struct claimer *k, struct due *d)
 	sq_step(k->q, s, "cannot store delivery");
 	k->changed = 1;
 	return 1;
-}
-
-/* Its time to live ran out before the group handed it out: settled. */
-static void
-lapse(struct claimer *k, struct due *d)
-{
-	sqlite3_stmt *s;
-
-	if (d->state >= 0) {
-		s = sq_stmt(k->q, "DELETE FROM delivery WHERE grp = ? AND "
-		    "off = ?");
-		sqlite3_bind_int64(s, 1, k->g.id);
-		sqlite3_bind_int64(s, 2, d->off);
-		sq_step(k->q, s, "cannot delete delivery");
-	}
-	k->settled++;
-	k->lapsed++;
-	k->changed = 1;
-	sq_history(k->q, k->g.id, d->off, 0, "lapsed", "its time to live ran "
-	    "out", NULL);
 }
 
 /*
@@ -551,7 +553,9 @@ claim_due(struct claimer *k)
 		for (i = 0; i < n; i++) {
 			if (mq_rule_lapsed(d[i].state, d[i].attempt,
 			    d[i].expires, k->now)) {
-				lapse(k, &d[i]);
+				settle_undelivered(k, &d[i], 0, "lapsed",
+				    "its time to live ran out");
+				k->lapsed++;
 				continue;
 			}
 			if (key_full(k, d[i].key, d[i].off))
@@ -585,23 +589,6 @@ claim_due(struct claimer *k)
 		free_due(d, n);
 	} while (n > 0 && k->n < k->max);
 	free(d);
-}
-
-/* An earlier message of key is unsettled (an ordered group). */
-static int
-key_busy(struct claimer *k, const char *key, int64_t off)
-{
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
-	    "delivery_key WHERE grp = ? AND key = ? AND state < 2 AND off < ? "
-	    "LIMIT 1");
-	int busy;
-
-	sqlite3_bind_int64(s, 1, k->g.id);
-	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, off);
-	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
-	sqlite3_reset(s);
-	return busy;
 }
 
 /* Delayed, or behind its key: it waits as a row, due when it may go. */
@@ -684,11 +671,13 @@ claim_new(struct claimer *k)
 			if (d[i].state >= 0)
 				continue;
 			if (mq_rule_lapsed(-1, 0, d[i].expires, k->now)) {
-				lapse(k, &d[i]);
+				settle_undelivered(k, &d[i], 0, "lapsed",
+				    "its time to live ran out");
+				k->lapsed++;
 				continue;
 			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
-			    key_busy(k, d[i].key, d[i].off)) ||
+			    held_by(k, KEY_BUSY, d[i].key, d[i].off)) ||
 			    key_full(k, d[i].key, d[i].off))
 				hold(k, &d[i]);
 			else if (!idempotent(k, &d[i]))
