@@ -207,15 +207,15 @@ sq_topic_list(struct mq *mq, struct mq_topic **out)
 	return n;
 }
 
-/* One column of a row (sql: ?1 its id, ?2 the value): v, or NULL for 0. */
+/* One column of a row (sql: ?1 its id, ?2 the value): v, or NULL. */
 static void
-set_or_null(struct sq *q, const char *sql, int64_t id, int64_t v,
+set_col(struct sq *q, const char *sql, int64_t id, int64_t v, int null,
     const char *what)
 {
 	sqlite3_stmt *s = sq_stmt(q, sql);
 
 	sqlite3_bind_int64(s, 1, id);
-	if (v)
+	if (!null)
 		sqlite3_bind_int64(s, 2, v);
 	sq_step(q, s, what);
 }
@@ -223,36 +223,24 @@ set_or_null(struct sq *q, const char *sql, int64_t id, int64_t v,
 static void
 topic_set(struct sq *q, int64_t id, const struct mq_topic_conf *c)
 {
-	sqlite3_stmt *s;
-
 	if (!c)
 		return;
-	if (c->retention != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE topic SET retention = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, id);
-		if (c->retention >= 0)
-			sqlite3_bind_int64(s, 2, c->retention);
-		sq_step(q, s, "cannot update topic");
-	}
-	if (c->dedup_window != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE topic SET dedup_window = ?2 "
-		    "WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int64(s, 2, c->dedup_window);
-		sq_step(q, s, "cannot update topic");
-	}
-	if (c->max_size != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE topic SET max_size = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, id);
-		sqlite3_bind_int64(s, 2, c->max_size);
-		sq_step(q, s, "cannot update topic");
-	}
+	if (c->retention != MQ_KEEP)
+		set_col(q, "UPDATE topic SET retention = ?2 WHERE id = ?1",
+		    id, c->retention, c->retention < 0, "cannot update topic");
+	if (c->dedup_window != MQ_KEEP)
+		set_col(q, "UPDATE topic SET dedup_window = ?2 WHERE id = ?1",
+		    id, c->dedup_window, 0, "cannot update topic");
+	if (c->max_size != MQ_KEEP)
+		set_col(q, "UPDATE topic SET max_size = ?2 WHERE id = ?1",
+		    id, c->max_size, 0, "cannot update topic");
 	if (c->ttl != MQ_KEEP)
-		set_or_null(q, "UPDATE topic SET ttl = ?2 WHERE id = ?1", id,
-		    c->ttl, "cannot update topic");
+		set_col(q, "UPDATE topic SET ttl = ?2 WHERE id = ?1", id,
+		    c->ttl, !c->ttl, "cannot update topic");
 	if (c->paused_until != MQ_KEEP) {
-		set_or_null(q, "UPDATE topic SET paused_until = ?2 "
-		    "WHERE id = ?1", id, c->paused_until, "cannot update topic");
+		set_col(q, "UPDATE topic SET paused_until = ?2 "
+		    "WHERE id = ?1", id, c->paused_until, !c->paused_until,
+		    "cannot update topic");
 		sq_touch(q, id);	/* a resume wakes its consumers */
 	}
 }
@@ -406,24 +394,15 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 	sq_topic_ensure(q, topic, &t);
 	created = !sq_group_row(q, t.id, name, g);
 	sq_group_ensure(q, &t, name, c->latest, g);
-	if (c->lease != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE grp SET lease = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		sqlite3_bind_int64(s, 2, c->lease);
-		sq_step(q, s, "cannot update group");
-	}
-	if (c->max_attempts > 0) {
-		s = sq_stmt(q, "UPDATE grp SET max_attempts = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		sqlite3_bind_int(s, 2, c->max_attempts);
-		sq_step(q, s, "cannot update group");
-	}
-	if (c->ordered >= 0) {
-		s = sq_stmt(q, "UPDATE grp SET ordered = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		sqlite3_bind_int(s, 2, c->ordered);
-		sq_step(q, s, "cannot update group");
-	}
+	if (c->lease != MQ_KEEP)
+		set_col(q, "UPDATE grp SET lease = ?2 WHERE id = ?1",
+		    g->id, c->lease, 0, "cannot update group");
+	if (c->max_attempts > 0)
+		set_col(q, "UPDATE grp SET max_attempts = ?2 WHERE id = ?1",
+		    g->id, c->max_attempts, 0, "cannot update group");
+	if (c->ordered >= 0)
+		set_col(q, "UPDATE grp SET ordered = ?2 WHERE id = ?1",
+		    g->id, c->ordered, 0, "cannot update group");
 	if (c->backoff) {
 		s = sq_stmt(q, "UPDATE grp SET backoff = ?2 WHERE id = ?1");
 		sqlite3_bind_int64(s, 1, g->id);
@@ -431,17 +410,15 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		sq_step(q, s, "cannot update group");
 	}
 	if (c->paused_until != MQ_KEEP)
-		set_or_null(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1",
-		    g->id, c->paused_until, "cannot update group");
+		set_col(q, "UPDATE grp SET paused_until = ?2 WHERE id = ?1",
+		    g->id, c->paused_until, !c->paused_until,
+		    "cannot update group");
 	if (c->timeout != MQ_KEEP)
-		set_or_null(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
-		    g->id, c->timeout, "cannot update group");
-	if (c->idem_window != MQ_KEEP) {
-		s = sq_stmt(q, "UPDATE grp SET idem_window = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		sqlite3_bind_int64(s, 2, c->idem_window);
-		sq_step(q, s, "cannot update group");
-	}
+		set_col(q, "UPDATE grp SET timeout = ?2 WHERE id = ?1",
+		    g->id, c->timeout, !c->timeout, "cannot update group");
+	if (c->idem_window != MQ_KEEP)
+		set_col(q, "UPDATE grp SET idem_window = ?2 WHERE id = ?1",
+		    g->id, c->idem_window, 0, "cannot update group");
 	if (c->rate_n != MQ_KEEP) {	/* a new rate starts afresh */
 		s = sq_stmt(q, "UPDATE grp SET rate_n = nullif(?2, 0), "
 		    "rate_ms = nullif(?3, 0), rate_tat = 0 WHERE id = ?1");
@@ -450,12 +427,9 @@ sq_group_conf(struct mq *mq, const char *topic, const char *name,
 		sqlite3_bind_int64(s, 3, c->rate_ms);
 		sq_step(q, s, "cannot update group");
 	}
-	if (c->per_key >= 0) {
-		s = sq_stmt(q, "UPDATE grp SET per_key = ?2 WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, g->id);
-		sqlite3_bind_int(s, 2, c->per_key);
-		sq_step(q, s, "cannot update group");
-	}
+	if (c->per_key >= 0)
+		set_col(q, "UPDATE grp SET per_key = ?2 WHERE id = ?1",
+		    g->id, c->per_key, 0, "cannot update group");
 	if (c->idem) {	/* off, or another id: what it remembers goes */
 		if (strcmp(c->idem, g->idem)) {
 			exec_id(q, "DELETE FROM consumed WHERE grp = ?", g->id,
