@@ -235,19 +235,8 @@ offsets() {
 	mq-send -q -k k t old
 	mq-topic group t g >/dev/null
 	# what the step to SQLite 10, PostgreSQL 7 adds goes
-	local older="ALTER TABLE msg DROP COLUMN headers;
-	    ALTER TABLE msg DROP COLUMN dedup;
-	    ALTER TABLE grp DROP COLUMN idem;
-	    ALTER TABLE grp DROP COLUMN idem_window;
-	    ALTER TABLE grp DROP COLUMN duplicates;
-	    ALTER TABLE grp DROP COLUMN rate_n;
-	    ALTER TABLE grp DROP COLUMN rate_ms;
-	    ALTER TABLE grp DROP COLUMN rate_tat;
-	    ALTER TABLE grp DROP COLUMN per_key;
-	    DROP INDEX delivery_bid;
-	    ALTER TABLE delivery DROP COLUMN bid;
-	    DROP TABLE consumed;
-	    DROP TABLE outbox;"
+	local older
+	older=$(undo_step10)
 	if [ -n "$PG" ]; then
 		sql "$older
 		    UPDATE mq_meta SET value = '6' WHERE key = 'version'"

@@ -68,9 +68,10 @@ dump() {
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
 	# grp.timeout, no grp.cancelled, no time to live, no headers, no
 	# outbox nor send()
-	sql "DROP TABLE outbox; DROP FUNCTION send(text, bytea, text, interval,
+	sql "DROP FUNCTION send(text, bytea, text, interval,
 	    timestamptz, text, interval); DROP FUNCTION send(text, text, text,
 	    interval, timestamptz, text, interval);
+	    $(undo_step10)
 	    ALTER TABLE grp DROP COLUMN settled_ts;
 	    ALTER TABLE grp DROP COLUMN paused_until;
 	    ALTER TABLE grp DROP COLUMN timeout;
@@ -78,18 +79,7 @@ dump() {
 	    ALTER TABLE grp DROP COLUMN lapsed;
 	    ALTER TABLE topic DROP COLUMN ttl;
 	    ALTER TABLE msg DROP COLUMN expires;
-	    ALTER TABLE msg DROP COLUMN headers;
 	    ALTER TABLE topic DROP COLUMN paused_until;
-	    ALTER TABLE grp DROP COLUMN idem;
-	    ALTER TABLE grp DROP COLUMN idem_window;
-	    ALTER TABLE grp DROP COLUMN duplicates;
-	    ALTER TABLE grp DROP COLUMN rate_n;
-	    ALTER TABLE grp DROP COLUMN rate_ms;
-	    ALTER TABLE grp DROP COLUMN rate_tat;
-	    ALTER TABLE grp DROP COLUMN per_key;
-	    ALTER TABLE msg DROP COLUMN dedup;
-	    ALTER TABLE delivery DROP COLUMN bid;
-	    DROP TABLE consumed;
 	    UPDATE mq_meta SET value = '1' WHERE key = 'version'"
 	run -0 mq-lag --json t
 	assert_equal "${#lines[@]}" 2

@@ -105,6 +105,19 @@ sql() {
 	fi
 }
 
+# undo_step10: SQL that takes away what the schema step to SQLite 10,
+# PostgreSQL 7 adds (headers, the outbox, idempotency, limits), to make
+# a database of the schema before it.
+undo_step10() {
+	local c
+	for c in msg.headers msg.dedup grp.idem grp.idem_window \
+	    grp.duplicates grp.rate_n grp.rate_ms grp.rate_tat grp.per_key; do
+		echo "ALTER TABLE ${c%.*} DROP COLUMN ${c#*.};"
+	done
+	echo 'DROP INDEX delivery_bid; ALTER TABLE delivery DROP COLUMN bid;'
+	echo 'DROP TABLE consumed; DROP TABLE outbox;'
+}
+
 # db_intact: SQLite's integrity check passes.  (A PostgreSQL server
 # keeps its own files sound; the tests check what mq stored instead.)
 db_intact() {
