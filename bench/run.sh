@@ -307,6 +307,17 @@ bench_send() {
 	fig send mq "$mq" raw "$raw" msg/s "$(ratio "$mq" "$raw")" '>=' 0.8
 }
 
+# recv_ack DB ARGS...: mq-recv -n 0 ARGS | mq-ack on DB, timed (us).
+recv_ack() {
+	_db=$1
+	shift
+	tic
+	{ bounded "$B/mq-recv" -d "$_db" -n 0 "$@"; echo $? >"$TMP/recv.st"; } |
+	    bounded "$B/mq-ack" -d "$_db" || die "mq-ack failed"
+	toc
+	[ "$(cat "$TMP/recv.st")" = 0 ] || die "mq-recv $* failed"
+}
+
 # recvack: mq-recv -n 0 | mq-ack against rawq lease.
 bench_recvack() {
 	echo "== recvack: mq-recv -n 0 -g g t | mq-ack over $RECV_N messages;" \
@@ -316,11 +327,7 @@ bench_recvack() {
 	mq_best='' raw_best='' mq_all='' raw_all='' i=1
 	while [ "$i" -le "$RUNS" ]; do
 		load "$db" "$RECV_N"
-		tic
-		{ bounded "$B/mq-recv" -d "$db" -n 0 -g g t; echo $? >"$TMP/recv.st"; } |
-		    bounded "$B/mq-ack" -d "$db" || die "mq-ack failed"
-		toc
-		[ "$(cat "$TMP/recv.st")" = 0 ] || die "mq-recv failed"
+		recv_ack "$db" -g g t
 		l=$(lag_of "$db" t g)
 		[ "$l" = 0 ] || die "group g has lag ${l:-unknown}, not 0"
 		mq_all="$mq_all $(decimal "$us" 1000000)"
@@ -355,12 +362,7 @@ bench_idem() {
 			[ "$how" = plain ] || bounded "$B/mq-topic" -d "$db" group \
 			    t g --idempotent-by field:1 >/dev/null ||
 			    die "cannot set --idempotent-by"
-			tic
-			{ bounded "$B/mq-recv" -d "$db" -n 0 -g g t; echo $? \
-			    >"$TMP/recv.st"; } | bounded "$B/mq-ack" -d "$db" ||
-			    die "mq-ack failed"
-			toc
-			[ "$(cat "$TMP/recv.st")" = 0 ] || die "mq-recv failed"
+			recv_ack "$db" -g g t
 			l=$(lag_of "$db" t g)
 			[ "$l" = 0 ] || die "group g has lag ${l:-unknown}, not 0"
 			if [ "$how" = plain ]; then
@@ -412,17 +414,6 @@ bench_autoack() {
 	echo "  seconds of each run: mq:$mq_all; rawq delete:$raw_all"
 	mq=$(rate "$RECV_N" "$mq_best") raw=$(rate "$RECV_N" "$raw_best")
 	fig autoack mq "$mq" raw "$raw" msg/s "$(ratio "$mq" "$raw")" '>=' 0.8
-}
-
-# recv_ack DB ARGS...: mq-recv -n 0 ARGS | mq-ack on DB, timed (us).
-recv_ack() {
-	_db=$1
-	shift
-	tic
-	{ bounded "$B/mq-recv" -d "$_db" -n 0 "$@"; echo $? >"$TMP/recv.st"; } |
-	    bounded "$B/mq-ack" -d "$_db" || die "mq-ack failed"
-	toc
-	[ "$(cat "$TMP/recv.st")" = 0 ] || die "mq-recv $* failed"
 }
 
 # lanes: the same messages through mq-recv of one topic, and of three
