@@ -43,9 +43,11 @@ HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
 
-# The tests' own tools: a fault injector and a power-cut recorder
-# (LD_PRELOAD shims) and the tool that rebuilds files after a power cut.
-TOOLS = $(B)/t/faultshim.so $(B)/t/pcshim.so $(B)/t/powercut
+# The tests' own tools: a fault injector, a kernel without FUTEX_WAITV
+# and a power-cut recorder (LD_PRELOAD shims), and the tool that rebuilds
+# files after a power cut.
+TOOLS = $(B)/t/faultshim.so $(B)/t/oldkernel.so $(B)/t/pcshim.so \
+	$(B)/t/powercut
 
 all: $(BINS)
 

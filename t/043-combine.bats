@@ -78,13 +78,8 @@ stored() {
 
 @test "a holder that dies with slots taken: their owners see it and send them, each once" {
 	export MQ_BUSY_TIMEOUT=120s
-	local shim=$BATS_TEST_TMPDIR/faultshim.so
-	if [ -e "${MQ_TOOLS:-}/faultshim.so" ]; then
-		shim=$MQ_TOOLS/faultshim.so
-	else
-		"${CC:-cc}" -shared -fPIC -O2 -Wall -Wextra -o "$shim" \
-		    "$BATS_TEST_DIRNAME/faults/faultshim.c" -ldl
-	fi
+	local shim
+	shim=$(shim faultshim "$BATS_TEST_TMPDIR")
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 	mq-send -q t first
 	# sqlite3, fed through a fifo, keeps the database open (a read: it

@@ -62,17 +62,12 @@ LEASE=2		# seconds: the lease the receiving workloads take
 
 setup_file() {
 	[ -z "$PG" ] || return 0
-	local cc=${CC:-cc} t
+	local t
 
 	export FT=$BATS_FILE_TMPDIR
 	# make builds it (make tools); run by hand, the test does
-	if [ -e "${MQ_TOOLS:-}/faultshim.so" ]; then
-		export SHIM=$MQ_TOOLS/faultshim.so
-	else
-		"$cc" -shared -fPIC -O2 -Wall -Wextra -o "$FT/faultshim.so" \
-		    "$BATS_TEST_DIRNAME/faults/faultshim.c" -ldl
-		export SHIM=$FT/faultshim.so
-	fi
+	SHIM=$(shim faultshim "$FT")
+	export SHIM
 	# an ASan build refuses to run unless its runtime comes first in the
 	# library list; the shim comes first
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0

@@ -105,6 +105,21 @@ sql() {
 	fi
 }
 
+# shim NAME DIR: the path of the LD_PRELOAD shim t/faults/NAME.c, as
+# make tools built it, or built into DIR when run by hand.  (An ASan
+# build runs with a shim before its runtime only with
+# ASAN_OPTIONS=verify_asan_link_order=0.)
+shim() {
+	local so=$2/$1.so
+	if [ -e "${MQ_TOOLS:-}/$1.so" ]; then
+		so=$MQ_TOOLS/$1.so
+	else
+		"${CC:-cc}" -shared -fPIC -O2 -Wall -Wextra -o "$so" \
+		    "$BATS_TEST_DIRNAME/faults/$1.c" -ldl || return 1
+	fi
+	echo "$so"
+}
+
 # undo_step10: SQL that takes away what the schema step to SQLite 10,
 # PostgreSQL 7 adds (headers, the outbox, idempotency, limits), to make
 # a database of the schema before it.
