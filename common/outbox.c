@@ -133,9 +133,9 @@ move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
 		    "bytes of topic %s", path, (long long)ob.rows[ob.bad].id,
 		    ob.rows[ob.bad].r.len, (long long)ob.max_size,
 		    ob.rows[ob.bad].a.topic);
-	mq_appdb_delete(o, ob.moved);
-	if (!quiet)
+	if (!quiet)	/* moved, whatever becomes of the delete */
 		print(&ob);
+	mq_appdb_delete(o, ob.moved);
 	last = ob.rows[n - 1].id;
 	mq_outrows_free(ob.rows, n);
 	free(ob.rows);

@@ -39,6 +39,29 @@ has() {
 	bodies "$1" 2>/dev/null | grep -qx "$2"
 }
 
+# locked: APPDB's write lock is taken (the sqlite3 shell does not wait).
+locked() {
+	! sqlite3 app.db "BEGIN IMMEDIATE; ROLLBACK" 2>/dev/null
+}
+
+# hold_lock SQL: the application holds APPDB's write lock in a transaction
+# that SQL begins, until release_lock commits it.
+hold_lock() {
+	rm -f hold
+	mkfifo hold
+	sqlite3 app.db <hold >/dev/null 2>&1 3>&- &
+	echo "$!" >>"$BATS_TEST_TMPDIR/pids"
+	exec 4>hold
+	echo "$1" >&4
+	wait_for 15 locked || fail "the application did not take the lock"
+}
+
+release_lock() {
+	echo "COMMIT;" >&4
+	exec 4>&-
+	wait_for 15 eval '! locked' || fail "the application kept the lock"
+}
+
 @test "outbox-init makes the outbox table, AUTOINCREMENT, and again changes nothing" {
 	run -0 mq-topic outbox-init app.db
 	assert_output ""
@@ -215,6 +238,36 @@ has() {
 	assert_output "$(printf '1\n2\n3\n4\n5')"
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 0
+}
+
+@test "a one-shot mover whose delete finds APPDB locked past the busy timeout: 75 and why; the rows it moved go next time, not sent again" {
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN IMMEDIATE;"
+	run -75 --separate-stderr env MQ_BUSY_TIMEOUT=10ms mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "cannot delete from outbox app.db: database is locked"
+	assert_output "$(printf '1\tt\t1')"	# stored in mq, and said so
+	release_lock
+	run -0 mq-send --from-outbox app.db
+	assert_output ""
+	run -0 bodies t
+	assert_output a
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
+@test "a rollback-journal APPDB locked while the mover reads: 75 and why, nothing moved" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN EXCLUSIVE;"
+	run -75 --separate-stderr env MQ_BUSY_TIMEOUT=10ms mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "cannot read outbox app.db: database is locked"
+	release_lock
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 1
 }
 
 @test "a mover killed (SIGKILL) at random points while the app inserts: every row is exactly one message, in order" {

@@ -42,14 +42,19 @@ struct mq_appdb {
 	int64_t		 version;	/* PRAGMA data_version, last seen */
 };
 
+/* why: SQLite's message, taken before anything else ran (a ROLLBACK) */
+static void __attribute__((noreturn))
+die_why(struct mq_appdb *o, int rc, const char *what, const char *why)
+{
+	if ((rc & 0xff) == SQLITE_NOTADB)	/* bad input, not an I/O error */
+		mq_die(MQ_EX_DATAERR, "not an outbox: %s: %s", o->path, why);
+	mq_die(sq_status_of(rc, errno), "%s %s: %s", what, o->path, why);
+}
+
 static void __attribute__((noreturn))
 die(struct mq_appdb *o, int rc, const char *what)
 {
-	if ((rc & 0xff) == SQLITE_NOTADB)	/* bad input, not an I/O error */
-		mq_die(MQ_EX_DATAERR, "not an outbox: %s: %s", o->path,
-		    sqlite3_errmsg(o->db));
-	mq_die(sq_status_of(rc, errno), "%s %s: %s", what, o->path,
-	    sqlite3_errmsg(o->db));
+	die_why(o, rc, what, sqlite3_errmsg(o->db));
 }
 
 static sqlite3_stmt *
@@ -67,11 +72,14 @@ static int
 step(struct mq_appdb *o, sqlite3_stmt *s, const char *what)
 {
 	int rc = sqlite3_step(s);
+	char why[256];
 
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		snprintf(why, sizeof why, "%s", sqlite3_errmsg(o->db));
 		sqlite3_reset(s);
-		sqlite3_exec(o->db, "ROLLBACK", NULL, NULL, NULL);
-		die(o, rc, what);
+		if (!sqlite3_get_autocommit(o->db))
+			sqlite3_exec(o->db, "ROLLBACK", NULL, NULL, NULL);
+		die_why(o, rc, what, why);
 	}
 	return rc;
 }
