@@ -151,16 +151,17 @@ move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
 int
 mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 {
-	struct mq_appdb *o = mq_appdb_open(path, 0);
+	struct mq_appdb *o;
 	struct mq *q = NULL;
 	int64_t last, seq, first = -1;
 
-	if (follow) {
+	if (follow) {	/* before the open, which may wait for a lock */
 		if (pipe2(wake, O_NONBLOCK | O_CLOEXEC) < 0)
 			mq_die(MQ_EX_SOFTWARE, "cannot make a pipe:");
 		mq_catch_stop();
 		mq_on_signal(poke);
 	}
+	o = mq_appdb_open(path, 0, follow);
 	while (!mq_stop) {
 		mq_appdb_changed(o);	/* a commit from here on is seen */
 		last = move(&q, db, o, path, quiet, &seq);
@@ -185,5 +186,5 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 void
 mq_outbox_init(const char *path)
 {
-	mq_appdb_close(mq_appdb_open(path, 1));
+	mq_appdb_close(mq_appdb_open(path, 1, 0));
 }

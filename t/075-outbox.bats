@@ -39,6 +39,11 @@ has() {
 	bodies "$1" 2>/dev/null | grep -qx "$2"
 }
 
+# app_is SQL VALUE: SQL's result on app.db is VALUE (for wait_for).
+app_is() {
+	[ "$(app "$1")" = "$2" ]
+}
+
 # locked: APPDB's write lock is taken (the sqlite3 shell does not wait).
 locked() {
 	! sqlite3 app.db "BEGIN IMMEDIATE; ROLLBACK" 2>/dev/null
@@ -49,7 +54,7 @@ locked() {
 hold_lock() {
 	rm -f hold
 	mkfifo hold
-	sqlite3 app.db <hold >/dev/null 2>&1 3>&- &
+	sqlite3 -cmd '.timeout 30000' app.db <hold >/dev/null 2>&1 3>&- &
 	echo "$!" >>"$BATS_TEST_TMPDIR/pids"
 	exec 4>hold
 	echo "$1" >&4
@@ -268,6 +273,52 @@ release_lock() {
 	release_lock
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 1
+}
+
+@test "-f waits out an application's lock held past the busy timeout (WAL: its delete; rollback journal: its open and looks); SIGTERM while it waits: 0, nothing lost or moved twice" {
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN IMMEDIATE;"
+	bg out env MQ_BUSY_TIMEOUT=10ms mq-send -f --from-outbox app.db
+	pid=$BG
+	wait_for 15 has t a
+	sleep 1	# its delete waits, far past the busy timeout
+	if gone "$pid"; then fail "the follower gave up: $(cat out)"; fi
+	release_lock
+	wait_for 15 app_is "SELECT count(*) FROM mq_outbox" 0 ||
+	    fail "the moved row stayed in the outbox"
+	# stopped while it waits: what it moved is in mq, its row goes next time
+	hold_lock "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'b');
+	    BEGIN IMMEDIATE;"
+	wait_for 15 has t b
+	kill -TERM "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	run -0 cat out
+	assert_output "$(printf '1\tt\t1\n2\tt\t2')"
+	release_lock
+	run -0 mq-send --from-outbox app.db
+	assert_output ""
+	run -0 bodies t
+	assert_output "$(printf 'a\nb')"
+	# a rollback journal: the follower's looks wait for the lock too
+	rm -f app.db app.db-wal app.db-shm
+	mq-topic outbox-init app.db	# ids from 3: the first are moved
+	app "INSERT INTO sqlite_sequence (name, seq) VALUES ('mq_outbox', 2)"
+	# (started while the application holds the lock: its open waits too)
+	hold_lock "BEGIN EXCLUSIVE; INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c');"
+	bg out env MQ_BUSY_TIMEOUT=10ms mq-send -f --from-outbox app.db
+	pid=$BG
+	sleep 1	# far past the busy timeout
+	if gone "$pid"; then fail "the follower gave up: $(cat out)"; fi
+	release_lock
+	wait_for 15 has t c
+	kill -TERM "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	run -0 bodies t
+	assert_output "$(printf 'a\nb\nc')"
 }
 
 @test "a mover killed (SIGKILL) at random points while the app inserts: every row is exactly one message, in order" {

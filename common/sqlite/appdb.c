@@ -15,7 +15,8 @@
  * - Transactions on APPDB are short (one read of up to a batch, one
  *   delete), so its checkpoints are never starved; the connection is
  *   held between them, never the file (no open() of ours: SQLite's
- *   POSIX locks would go with a close).
+ *   POSIX locks would go with a close).  A follower waits for the
+ *   application's locks as long as they are held (wait_lock).
  * - A row that cannot become a message ends the move before anything of
  *   its batch is stored: one line naming its id, status 65.
  */
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "sq.h"
 
@@ -40,12 +42,15 @@ struct mq_appdb {
 	char		*path, *source;
 	sqlite3_stmt	*rows, *seq, *del, *dv;
 	int64_t		 version;	/* PRAGMA data_version, last seen */
+	int		 patient;	/* waits out locks: wait_lock */
 };
 
 /* why: SQLite's message, taken before anything else ran (a ROLLBACK) */
 static void __attribute__((noreturn))
 die_why(struct mq_appdb *o, int rc, const char *what, const char *why)
 {
+	if ((rc & 0xff) == SQLITE_BUSY && o->patient && mq_stop)
+		exit(mq_finish());	/* see wait_lock */
 	if ((rc & 0xff) == SQLITE_NOTADB)	/* bad input, not an I/O error */
 		mq_die(MQ_EX_DATAERR, "not an outbox: %s: %s", o->path, why);
 	mq_die(sq_status_of(rc, errno), "%s %s: %s", what, o->path, why);
@@ -141,11 +146,32 @@ check(struct mq_appdb *o, char *cols, size_t len)
 }
 
 /*
+ * The busy handler of a follower (patient): it waits out the
+ * application's locks however long they are held (the busy timeout
+ * would end the service while the application runs a long transaction),
+ * until SIGTERM or SIGINT: stopped while waiting, it exits there (step)
+ * with what it moved, durable in mq; the rows of those not yet deleted
+ * are at or below the mark, for the next mover to delete.
+ */
+static int
+wait_lock(void *arg, int n)
+{
+	struct timespec ts = { 0, (n < 20 ? 5 : 100) * 1000000L };
+
+	(void)arg;
+	if (mq_stop)
+		return 0;
+	nanosleep(&ts, NULL);
+	return !mq_stop;
+}
+
+/*
  * Opens APPDB's outbox; with create, makes the file and the table when
- * they are missing (mq-topic outbox-init).
+ * they are missing (mq-topic outbox-init); patient: a follower's, which
+ * waits for locks until a signal (wait_lock).
  */
 struct mq_appdb *
-mq_appdb_open(const char *path, int create)
+mq_appdb_open(const char *path, int create, int patient)
 {
 	struct mq_appdb *o = mq_alloc(sizeof *o);
 	char cols[256], sql[512], real[PATH_MAX];
@@ -167,6 +193,8 @@ mq_appdb_open(const char *path, int create)
 	if (rc != SQLITE_OK)
 		die(o, rc, "cannot open outbox");
 	sqlite3_busy_timeout(o->db, (int)mq_busy_timeout());
+	if ((o->patient = patient))
+		sqlite3_busy_handler(o->db, wait_lock, NULL);
 	if (!check(o, cols, sizeof cols)) {
 		if (!create)
 			mq_die(MQ_EX_NOINPUT, "not an outbox: %s: no table "
