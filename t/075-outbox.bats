@@ -129,6 +129,22 @@ release_lock() {
 	assert_output 0
 }
 
+@test "rows at or below the mark are deleted unsent even when their topic's max-size went below their size since" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a long body')"
+	mq-send -q --from-outbox app.db
+	mq-topic set t max-size=4
+	# as a mover killed between mq's commit and its delete leaves it
+	app "INSERT INTO mq_outbox (id, topic, body) VALUES (1, 't', 'a long body');
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'ok')"
+	run -0 mq-send --from-outbox app.db
+	assert_output "$(printf '2\tt\t2')"
+	run -0 bodies t
+	assert_output "$(printf 'a long body\nok')"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
 @test "an APPDB whose ids went back below the mark (made again) is refused, nothing changed" {
 	mq-topic outbox-init app.db
 	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a'), ('t', 'b')"
