@@ -223,11 +223,22 @@ release_lock() {
 	    INSERT INTO mq_outbox (topic, body, delay) VALUES ('t', 'x', 'soon')"
 	run -65 --separate-stderr mq-send --from-outbox app.db
 	stderr_has "row 3: invalid delay 'soon'"
+	# what it shows of a bad text is one line
 	app "DELETE FROM mq_outbox WHERE id = 3;
+	    INSERT INTO mq_outbox (topic, body) VALUES ('a' || char(10) || 'b' || char(27) || '[2J', 'x');
+	    INSERT INTO mq_outbox (topic, body, ttl) VALUES ('t', 'x', char(10))"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 4: invalid topic 'a\\nb\\033[2J'"
+	app "DELETE FROM mq_outbox WHERE id = 4"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 5: invalid ttl '\\n'"
+	app "DELETE FROM mq_outbox WHERE id = 5;
 	    INSERT INTO mq_outbox (topic, body) VALUES ('t', zeroblob(1048577))"
 	run -65 --separate-stderr mq-send --from-outbox app.db
 	one_error mq-send
-	stderr_has "row 4: message of 1048577 bytes refused: over the size limit"
+	stderr_has "row 6: message of 1048577 bytes refused: over the size limit"
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 2
 	run -0 sql "SELECT (SELECT count(*) FROM topic), (SELECT count(*) FROM msg)"

@@ -262,12 +262,28 @@ bad(struct mq_appdb *o, int64_t id, const char *fmt, ...)
 	    (long long)id, why);
 }
 
+/* A row's bad text as its line shows it: escaped, the first 160 bytes. */
+static const char *
+shown(const char *t, char *buf, size_t len)
+{
+	size_t n = strlen(t);
+	FILE *f;
+
+	if (!(f = fmemopen(buf, len, "w")))
+		return "?";
+	mq_escape(f, (const unsigned char *)t, n > 160 ? 160 : n);
+	fclose(f);
+	buf[len - 1] = '\0';
+	return buf;
+}
+
 /* A column of milliseconds: NULL (-1), a number, or a duration or time. */
 static int64_t
 ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 {
 	sqlite3_stmt *s = o->rows;
 	const char *t;
+	char buf[700];
 	int64_t v;
 
 	switch (sqlite3_column_type(s, col)) {
@@ -282,7 +298,7 @@ ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 		if (time ? mq_parse_time(t, mq_now(), &v) == 0 :
 		    mq_parse_duration(t, &v) == 0)
 			return v;
-		bad(o, id, "invalid %s '%s'", name, t);
+		bad(o, id, "invalid %s '%s'", name, shown(t, buf, sizeof buf));
 	}
 	bad(o, id, "invalid %s: want %s", name, time ? "ms since the epoch "
 	    "or a time" : "ms or a duration");
@@ -309,12 +325,13 @@ row(struct mq_appdb *o, struct mq_outrow *r)
 	sqlite3_stmt *s = o->rows;
 	const char *topic = (const char *)sqlite3_column_text(s, 1);
 	const void *body;
-	char buf[64];
+	char buf[700];
 
 	memset(r, 0, sizeof *r);
 	r->id = sqlite3_column_int64(s, 0);
 	if (!topic || !mq_valid_name(topic))
-		bad(o, r->id, "invalid topic '%s'", topic ? topic : "NULL");
+		bad(o, r->id, "invalid topic '%s'", topic ? shown(topic, buf,
+		    sizeof buf) : "NULL");
 	if (sqlite3_column_type(s, 2) == SQLITE_NULL)
 		bad(o, r->id, "no body (NULL)");
 	r->a.topic = mq_strdup(topic);
