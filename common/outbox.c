@@ -17,7 +17,8 @@
  * (PRAGMA data_version, on the connection it holds).  The write of a
  * commit's last frame comes just before the commit shows, so after an
  * event it looks again every few ms for a moment; with no event, once a
- * second.  An idle follower sleeps in poll(2).
+ * second.  An idle follower sleeps in poll(2).  A file moved to APPDB's
+ * path (a restore, a deploy) is opened instead, as a restart would.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -175,6 +176,11 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 		if (!follow)
 			break;
 		await(o);
+		if (mq_appdb_replaced(o)) {	/* the new file, as a restart */
+			mq_appdb_close(o);
+			o = mq_appdb_open(path, 0, 1);
+			watch(path);
+		}
 	}
 	mq_on_signal(NULL);
 	mq_appdb_close(o);

@@ -348,6 +348,31 @@ release_lock() {
 	assert_output "$(printf 'a\nb\nc')"
 }
 
+@test "-f: a file moved to APPDB's path (a restore, a deploy) is followed as a restart would: its rows moved, or refused when its ids went back" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	bg out mq-send -f --from-outbox app.db
+	pid=$BG
+	wait_for 15 has t a
+	# a new file, its ids after the moved ones, in the old one's place
+	mq-topic outbox-init new.db
+	sqlite3 new.db "INSERT INTO sqlite_sequence (name, seq) VALUES ('mq_outbox', 1);
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'b')"
+	mv new.db app.db
+	wait_for 15 has t b || fail "the follower kept the old file: $(cat out)"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+	# one whose ids went back: refused, nothing moved
+	mq-topic outbox-init new.db
+	sqlite3 new.db "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c')"
+	mv new.db app.db
+	finish "$pid" 15
+	assert_equal "$ST" 65
+	run -0 grep -c "its ids went back to 1, below the 2 moved already" out
+	run -0 bodies t
+	assert_output "$(printf 'a\nb')"
+}
+
 @test "a mover killed (SIGKILL) at random points while the app inserts: every row is exactly one message, in order" {
 	seed_random
 	mq-topic outbox-init app.db

@@ -43,6 +43,8 @@ struct mq_appdb {
 	sqlite3_stmt	*rows, *seq, *del, *dv;
 	int64_t		 version;	/* PRAGMA data_version, last seen */
 	int		 patient;	/* waits out locks: wait_lock */
+	dev_t		 dev;		/* the file opened (mq_appdb_replaced) */
+	ino_t		 ino;
 };
 
 /* why: SQLite's message, taken before anything else ran (a ROLLBACK) */
@@ -210,6 +212,10 @@ mq_appdb_open(const char *path, int create, int patient)
 		    "\tttl\tINTEGER\n)", "cannot create outbox");
 		check(o, cols, sizeof cols);
 	}
+	if (stat(path, &st) == 0) {	/* there by now */
+		o->dev = st.st_dev;
+		o->ino = st.st_ino;
+	}
 	snprintf(sql, sizeof sql, "SELECT %s FROM " TABLE " ORDER BY id "
 	    "LIMIT ?", cols);
 	o->rows = prepare(o, sql);
@@ -224,6 +230,20 @@ mq_appdb_open(const char *path, int create, int patient)
 	o->source = mq_alloc(strlen(mq_hostname()) + strlen(real) + 2);
 	sprintf(o->source, "%s:%s", mq_hostname(), real);
 	return o;
+}
+
+/*
+ * Whether another file is at APPDB's path now (moved there: a restore, a
+ * deploy): the connection still reads the one it opened, which nobody
+ * writes any more.
+ */
+int
+mq_appdb_replaced(struct mq_appdb *o)
+{
+	struct stat st;
+
+	return stat(o->path, &st) == 0 && (st.st_dev != o->dev ||
+	    st.st_ino != o->ino);
 }
 
 const char *
