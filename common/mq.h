@@ -318,8 +318,10 @@ int	 mq_outbox_move(struct mq *, struct mq_outbox *);
 
 /* sqlite/appdb.c: an application's outbox table, in its own SQLite file */
 struct mq_appdb;
-struct mq_appdb *mq_appdb_open(const char *path, int create);
+struct mq_appdb *mq_appdb_open(const char *path, int create,
+	    int patient);
 const char *mq_appdb_source(struct mq_appdb *);
+int	 mq_appdb_replaced(struct mq_appdb *);
 int	 mq_appdb_read(struct mq_appdb *, struct mq_outrow *, int max,
 	    size_t max_bytes, int64_t *seq);
 int64_t	 mq_appdb_seq(struct mq_appdb *);

@@ -17,7 +17,8 @@
  * (PRAGMA data_version, on the connection it holds).  The write of a
  * commit's last frame comes just before the commit shows, so after an
  * event it looks again every few ms for a moment; with no event, once a
- * second.  An idle follower sleeps in poll(2).
+ * second.  An idle follower sleeps in poll(2).  A file moved to APPDB's
+ * path (a restore, a deploy) is opened instead, as a restart would.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -133,9 +134,9 @@ move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
 		    "bytes of topic %s", path, (long long)ob.rows[ob.bad].id,
 		    ob.rows[ob.bad].r.len, (long long)ob.max_size,
 		    ob.rows[ob.bad].a.topic);
-	mq_appdb_delete(o, ob.moved);
-	if (!quiet)
+	if (!quiet)	/* moved, whatever becomes of the delete */
 		print(&ob);
+	mq_appdb_delete(o, ob.moved);
 	last = ob.rows[n - 1].id;
 	mq_outrows_free(ob.rows, n);
 	free(ob.rows);
@@ -151,16 +152,17 @@ move(struct mq **q, const char *db, struct mq_appdb *o, const char *path,
 int
 mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 {
-	struct mq_appdb *o = mq_appdb_open(path, 0);
+	struct mq_appdb *o;
 	struct mq *q = NULL;
 	int64_t last, seq, first = -1;
 
-	if (follow) {
+	if (follow) {	/* before the open, which may wait for a lock */
 		if (pipe2(wake, O_NONBLOCK | O_CLOEXEC) < 0)
 			mq_die(MQ_EX_SOFTWARE, "cannot make a pipe:");
 		mq_catch_stop();
 		mq_on_signal(poke);
 	}
+	o = mq_appdb_open(path, 0, follow);
 	while (!mq_stop) {
 		mq_appdb_changed(o);	/* a commit from here on is seen */
 		last = move(&q, db, o, path, quiet, &seq);
@@ -174,6 +176,11 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 		if (!follow)
 			break;
 		await(o);
+		if (mq_appdb_replaced(o)) {	/* the new file, as a restart */
+			mq_appdb_close(o);
+			o = mq_appdb_open(path, 0, 1);
+			watch(path);
+		}
 	}
 	mq_on_signal(NULL);
 	mq_appdb_close(o);
@@ -185,5 +192,5 @@ mq_outbox_send(const char *db, const char *path, int follow, int quiet)
 void
 mq_outbox_init(const char *path)
 {
-	mq_appdb_close(mq_appdb_open(path, 1));
+	mq_appdb_close(mq_appdb_open(path, 1, 0));
 }

@@ -39,6 +39,34 @@ has() {
 	bodies "$1" 2>/dev/null | grep -qx "$2"
 }
 
+# app_is SQL VALUE: SQL's result on app.db is VALUE (for wait_for).
+app_is() {
+	[ "$(app "$1")" = "$2" ]
+}
+
+# locked: APPDB's write lock is taken (the sqlite3 shell does not wait).
+locked() {
+	! sqlite3 app.db "BEGIN IMMEDIATE; ROLLBACK" 2>/dev/null
+}
+
+# hold_lock SQL: the application holds APPDB's write lock in a transaction
+# that SQL begins, until release_lock commits it.
+hold_lock() {
+	rm -f hold
+	mkfifo hold
+	sqlite3 -cmd '.timeout 30000' app.db <hold >/dev/null 2>&1 3>&- &
+	echo "$!" >>"$BATS_TEST_TMPDIR/pids"
+	exec 4>hold
+	echo "$1" >&4
+	wait_for 15 locked || fail "the application did not take the lock"
+}
+
+release_lock() {
+	echo "COMMIT;" >&4
+	exec 4>&-
+	wait_for 15 eval '! locked' || fail "the application kept the lock"
+}
+
 @test "outbox-init makes the outbox table, AUTOINCREMENT, and again changes nothing" {
 	run -0 mq-topic outbox-init app.db
 	assert_output ""
@@ -97,6 +125,22 @@ has() {
 	assert_output "$(printf '3\tt\t3')"
 	run -0 bodies t
 	assert_output "$(printf 'a\nb\nc')"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
+@test "rows at or below the mark are deleted unsent even when their topic's max-size went below their size since" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a long body')"
+	mq-send -q --from-outbox app.db
+	mq-topic set t max-size=4
+	# as a mover killed between mq's commit and its delete leaves it
+	app "INSERT INTO mq_outbox (id, topic, body) VALUES (1, 't', 'a long body');
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'ok')"
+	run -0 mq-send --from-outbox app.db
+	assert_output "$(printf '2\tt\t2')"
+	run -0 bodies t
+	assert_output "$(printf 'a long body\nok')"
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 0
 }
@@ -179,11 +223,22 @@ has() {
 	    INSERT INTO mq_outbox (topic, body, delay) VALUES ('t', 'x', 'soon')"
 	run -65 --separate-stderr mq-send --from-outbox app.db
 	stderr_has "row 3: invalid delay 'soon'"
+	# what it shows of a bad text is one line
 	app "DELETE FROM mq_outbox WHERE id = 3;
+	    INSERT INTO mq_outbox (topic, body) VALUES ('a' || char(10) || 'b' || char(27) || '[2J', 'x');
+	    INSERT INTO mq_outbox (topic, body, ttl) VALUES ('t', 'x', char(10))"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 4: invalid topic 'a\\nb\\033[2J'"
+	app "DELETE FROM mq_outbox WHERE id = 4"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 5: invalid ttl '\\n'"
+	app "DELETE FROM mq_outbox WHERE id = 5;
 	    INSERT INTO mq_outbox (topic, body) VALUES ('t', zeroblob(1048577))"
 	run -65 --separate-stderr mq-send --from-outbox app.db
 	one_error mq-send
-	stderr_has "row 4: message of 1048577 bytes refused: over the size limit"
+	stderr_has "row 6: message of 1048577 bytes refused: over the size limit"
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 2
 	run -0 sql "SELECT (SELECT count(*) FROM topic), (SELECT count(*) FROM msg)"
@@ -215,6 +270,107 @@ has() {
 	assert_output "$(printf '1\n2\n3\n4\n5')"
 	run -0 app "SELECT count(*) FROM mq_outbox"
 	assert_output 0
+}
+
+@test "a one-shot mover whose delete finds APPDB locked past the busy timeout: 75 and why; the rows it moved go next time, not sent again" {
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN IMMEDIATE;"
+	run -75 --separate-stderr env MQ_BUSY_TIMEOUT=10ms mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "cannot delete from outbox app.db: database is locked"
+	assert_output "$(printf '1\tt\t1')"	# stored in mq, and said so
+	release_lock
+	run -0 mq-send --from-outbox app.db
+	assert_output ""
+	run -0 bodies t
+	assert_output a
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+}
+
+@test "a rollback-journal APPDB locked while the mover reads: 75 and why, nothing moved" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN EXCLUSIVE;"
+	run -75 --separate-stderr env MQ_BUSY_TIMEOUT=10ms mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "cannot read outbox app.db: database is locked"
+	release_lock
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 1
+}
+
+@test "-f waits out an application's lock held past the busy timeout (WAL: its delete; rollback journal: its open and looks); SIGTERM while it waits: 0, nothing lost or moved twice" {
+	mq-topic outbox-init app.db
+	app "PRAGMA journal_mode = WAL" >/dev/null
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	hold_lock "BEGIN IMMEDIATE;"
+	bg out env MQ_BUSY_TIMEOUT=10ms mq-send -f --from-outbox app.db
+	pid=$BG
+	wait_for 15 has t a
+	sleep 1	# its delete waits, far past the busy timeout
+	if gone "$pid"; then fail "the follower gave up: $(cat out)"; fi
+	release_lock
+	wait_for 15 app_is "SELECT count(*) FROM mq_outbox" 0 ||
+	    fail "the moved row stayed in the outbox"
+	# stopped while it waits: what it moved is in mq, its row goes next time
+	hold_lock "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'b');
+	    BEGIN IMMEDIATE;"
+	wait_for 15 has t b
+	kill -TERM "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	run -0 cat out
+	assert_output "$(printf '1\tt\t1\n2\tt\t2')"
+	release_lock
+	run -0 mq-send --from-outbox app.db
+	assert_output ""
+	run -0 bodies t
+	assert_output "$(printf 'a\nb')"
+	# a rollback journal: the follower's looks wait for the lock too
+	rm -f app.db app.db-wal app.db-shm
+	mq-topic outbox-init app.db	# ids from 3: the first are moved
+	app "INSERT INTO sqlite_sequence (name, seq) VALUES ('mq_outbox', 2)"
+	# (started while the application holds the lock: its open waits too)
+	hold_lock "BEGIN EXCLUSIVE; INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c');"
+	bg out env MQ_BUSY_TIMEOUT=10ms mq-send -f --from-outbox app.db
+	pid=$BG
+	sleep 1	# far past the busy timeout
+	if gone "$pid"; then fail "the follower gave up: $(cat out)"; fi
+	release_lock
+	wait_for 15 has t c
+	kill -TERM "$pid"
+	finish "$pid" 15
+	assert_equal "$ST" 0
+	run -0 bodies t
+	assert_output "$(printf 'a\nb\nc')"
+}
+
+@test "-f: a file moved to APPDB's path (a restore, a deploy) is followed as a restart would: its rows moved, or refused when its ids went back" {
+	mq-topic outbox-init app.db
+	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a')"
+	bg out mq-send -f --from-outbox app.db
+	pid=$BG
+	wait_for 15 has t a
+	# a new file, its ids after the moved ones, in the old one's place
+	mq-topic outbox-init new.db
+	sqlite3 new.db "INSERT INTO sqlite_sequence (name, seq) VALUES ('mq_outbox', 1);
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'b')"
+	mv new.db app.db
+	wait_for 15 has t b || fail "the follower kept the old file: $(cat out)"
+	run -0 app "SELECT count(*) FROM mq_outbox"
+	assert_output 0
+	# one whose ids went back: refused, nothing moved
+	mq-topic outbox-init new.db
+	sqlite3 new.db "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c')"
+	mv new.db app.db
+	finish "$pid" 15
+	assert_equal "$ST" 65
+	run -0 grep -c "its ids went back to 1, below the 2 moved already" out
+	run -0 bodies t
+	assert_output "$(printf 'a\nb')"
 }
 
 @test "a mover killed (SIGKILL) at random points while the app inserts: every row is exactly one message, in order" {

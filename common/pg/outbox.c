@@ -18,9 +18,13 @@
 
 #include "pg.h"
 
-/* The topics' max-size, locked in order of name; 0 or PG_RETRY. */
+/*
+ * The topics' max-size, locked in order of name, for the rows above the
+ * mark (those below it are in mq already, whatever a topic's max-size
+ * has become since); 0 or PG_RETRY.
+ */
 static int
-lock_topics(struct pgq *q, struct mq_outbox *o)
+lock_topics(struct pgq *q, struct mq_outbox *o, int64_t moved)
 {
 	struct pg_arr names = { 0 };
 	PGresult *r;
@@ -29,7 +33,8 @@ lock_topics(struct pgq *q, struct mq_outbox *o)
 	int k;
 
 	for (i = 0; i < o->n; i++)
-		pg_arr_str(&names, o->rows[i].a.topic);
+		if (o->rows[i].id > moved)
+			pg_arr_str(&names, o->rows[i].a.topic);
 	r = pg_q(q, "cannot read topics", "SELECT name, max_size FROM topic "
 	    "WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE", 1,
 	    pg_arr_end(&names));
@@ -37,6 +42,8 @@ lock_topics(struct pgq *q, struct mq_outbox *o)
 	if (!r)
 		return PG_RETRY;
 	for (i = 0; i < o->n; i++) {
+		if (o->rows[i].id <= moved)
+			continue;
 		max = MQ_DEFAULT_MAX_SIZE;	/* a topic made on first send */
 		for (k = 0; k < PQntuples(r); k++)
 			if (!strcmp(PQgetvalue(r, k, 0), o->rows[i].a.topic))
@@ -100,7 +107,7 @@ move(struct pgq *q, struct mq_outbox *o)
 		pg_rollback(q);
 		return MQ_E_BEHIND;
 	}
-	if ((rc = lock_topics(q, o)) != 0)
+	if ((rc = lock_topics(q, o, moved)) != 0)
 		return rc;
 	for (i = 0; i < o->n; i++) {
 		o->sent[i].off = o->sent[i].dup = 0;

@@ -15,7 +15,8 @@
  * - Transactions on APPDB are short (one read of up to a batch, one
  *   delete), so its checkpoints are never starved; the connection is
  *   held between them, never the file (no open() of ours: SQLite's
- *   POSIX locks would go with a close).
+ *   POSIX locks would go with a close).  A follower waits for the
+ *   application's locks as long as they are held (wait_lock).
  * - A row that cannot become a message ends the move before anything of
  *   its batch is stored: one line naming its id, status 65.
  */
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "sq.h"
 
@@ -40,16 +42,26 @@ struct mq_appdb {
 	char		*path, *source;
 	sqlite3_stmt	*rows, *seq, *del, *dv;
 	int64_t		 version;	/* PRAGMA data_version, last seen */
+	int		 patient;	/* waits out locks: wait_lock */
+	dev_t		 dev;		/* the file opened (mq_appdb_replaced) */
+	ino_t		 ino;
 };
+
+/* why: SQLite's message, taken before anything else ran (a ROLLBACK) */
+static void __attribute__((noreturn))
+die_why(struct mq_appdb *o, int rc, const char *what, const char *why)
+{
+	if ((rc & 0xff) == SQLITE_BUSY && o->patient && mq_stop)
+		exit(mq_finish());	/* see wait_lock */
+	if ((rc & 0xff) == SQLITE_NOTADB)	/* bad input, not an I/O error */
+		mq_die(MQ_EX_DATAERR, "not an outbox: %s: %s", o->path, why);
+	mq_die(sq_status_of(rc, errno), "%s %s: %s", what, o->path, why);
+}
 
 static void __attribute__((noreturn))
 die(struct mq_appdb *o, int rc, const char *what)
 {
-	if ((rc & 0xff) == SQLITE_NOTADB)	/* bad input, not an I/O error */
-		mq_die(MQ_EX_DATAERR, "not an outbox: %s: %s", o->path,
-		    sqlite3_errmsg(o->db));
-	mq_die(sq_status_of(rc, errno), "%s %s: %s", what, o->path,
-	    sqlite3_errmsg(o->db));
+	die_why(o, rc, what, sqlite3_errmsg(o->db));
 }
 
 static sqlite3_stmt *
@@ -67,11 +79,14 @@ static int
 step(struct mq_appdb *o, sqlite3_stmt *s, const char *what)
 {
 	int rc = sqlite3_step(s);
+	char why[256];
 
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+		snprintf(why, sizeof why, "%s", sqlite3_errmsg(o->db));
 		sqlite3_reset(s);
-		sqlite3_exec(o->db, "ROLLBACK", NULL, NULL, NULL);
-		die(o, rc, what);
+		if (!sqlite3_get_autocommit(o->db))
+			sqlite3_exec(o->db, "ROLLBACK", NULL, NULL, NULL);
+		die_why(o, rc, what, why);
 	}
 	return rc;
 }
@@ -133,11 +148,32 @@ check(struct mq_appdb *o, char *cols, size_t len)
 }
 
 /*
+ * The busy handler of a follower (patient): it waits out the
+ * application's locks however long they are held (the busy timeout
+ * would end the service while the application runs a long transaction),
+ * until SIGTERM or SIGINT: stopped while waiting, it exits there (step)
+ * with what it moved, durable in mq; the rows of those not yet deleted
+ * are at or below the mark, for the next mover to delete.
+ */
+static int
+wait_lock(void *arg, int n)
+{
+	struct timespec ts = { 0, (n < 20 ? 5 : 100) * 1000000L };
+
+	(void)arg;
+	if (mq_stop)
+		return 0;
+	nanosleep(&ts, NULL);
+	return !mq_stop;
+}
+
+/*
  * Opens APPDB's outbox; with create, makes the file and the table when
- * they are missing (mq-topic outbox-init).
+ * they are missing (mq-topic outbox-init); patient: a follower's, which
+ * waits for locks until a signal (wait_lock).
  */
 struct mq_appdb *
-mq_appdb_open(const char *path, int create)
+mq_appdb_open(const char *path, int create, int patient)
 {
 	struct mq_appdb *o = mq_alloc(sizeof *o);
 	char cols[256], sql[512], real[PATH_MAX];
@@ -159,6 +195,8 @@ mq_appdb_open(const char *path, int create)
 	if (rc != SQLITE_OK)
 		die(o, rc, "cannot open outbox");
 	sqlite3_busy_timeout(o->db, (int)mq_busy_timeout());
+	if ((o->patient = patient))
+		sqlite3_busy_handler(o->db, wait_lock, NULL);
 	if (!check(o, cols, sizeof cols)) {
 		if (!create)
 			mq_die(MQ_EX_NOINPUT, "not an outbox: %s: no table "
@@ -174,6 +212,10 @@ mq_appdb_open(const char *path, int create)
 		    "\tttl\tINTEGER\n)", "cannot create outbox");
 		check(o, cols, sizeof cols);
 	}
+	if (stat(path, &st) == 0) {	/* there by now */
+		o->dev = st.st_dev;
+		o->ino = st.st_ino;
+	}
 	snprintf(sql, sizeof sql, "SELECT %s FROM " TABLE " ORDER BY id "
 	    "LIMIT ?", cols);
 	o->rows = prepare(o, sql);
@@ -188,6 +230,20 @@ mq_appdb_open(const char *path, int create)
 	o->source = mq_alloc(strlen(mq_hostname()) + strlen(real) + 2);
 	sprintf(o->source, "%s:%s", mq_hostname(), real);
 	return o;
+}
+
+/*
+ * Whether another file is at APPDB's path now (moved there: a restore, a
+ * deploy): the connection still reads the one it opened, which nobody
+ * writes any more.
+ */
+int
+mq_appdb_replaced(struct mq_appdb *o)
+{
+	struct stat st;
+
+	return stat(o->path, &st) == 0 && (st.st_dev != o->dev ||
+	    st.st_ino != o->ino);
 }
 
 const char *
@@ -226,12 +282,28 @@ bad(struct mq_appdb *o, int64_t id, const char *fmt, ...)
 	    (long long)id, why);
 }
 
+/* A row's bad text as its line shows it: escaped, the first 160 bytes. */
+static const char *
+shown(const char *t, char *buf, size_t len)
+{
+	size_t n = strlen(t);
+	FILE *f;
+
+	if (!(f = fmemopen(buf, len, "w")))
+		return "?";
+	mq_escape(f, (const unsigned char *)t, n > 160 ? 160 : n);
+	fclose(f);
+	buf[len - 1] = '\0';
+	return buf;
+}
+
 /* A column of milliseconds: NULL (-1), a number, or a duration or time. */
 static int64_t
 ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 {
 	sqlite3_stmt *s = o->rows;
 	const char *t;
+	char buf[700];
 	int64_t v;
 
 	switch (sqlite3_column_type(s, col)) {
@@ -246,7 +318,7 @@ ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 		if (time ? mq_parse_time(t, mq_now(), &v) == 0 :
 		    mq_parse_duration(t, &v) == 0)
 			return v;
-		bad(o, id, "invalid %s '%s'", name, t);
+		bad(o, id, "invalid %s '%s'", name, shown(t, buf, sizeof buf));
 	}
 	bad(o, id, "invalid %s: want %s", name, time ? "ms since the epoch "
 	    "or a time" : "ms or a duration");
@@ -273,12 +345,13 @@ row(struct mq_appdb *o, struct mq_outrow *r)
 	sqlite3_stmt *s = o->rows;
 	const char *topic = (const char *)sqlite3_column_text(s, 1);
 	const void *body;
-	char buf[64];
+	char buf[700];
 
 	memset(r, 0, sizeof *r);
 	r->id = sqlite3_column_int64(s, 0);
 	if (!topic || !mq_valid_name(topic))
-		bad(o, r->id, "invalid topic '%s'", topic ? topic : "NULL");
+		bad(o, r->id, "invalid topic '%s'", topic ? shown(topic, buf,
+		    sizeof buf) : "NULL");
 	if (sqlite3_column_type(s, 2) == SQLITE_NULL)
 		bad(o, r->id, "no body (NULL)");
 	r->a.topic = mq_strdup(topic);
