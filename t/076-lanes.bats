@@ -22,6 +22,27 @@ alternates() {
 	done <<<"$all"
 }
 
+# each_in_time PID LANE...: a message sent to each lane, in turn, comes
+# out of the waiting PID's output (read on fd 6) well before the safety
+# look of a second; a slow machine has three tries a lane.
+each_in_time() {
+	local pid=$1 lane i start ms line
+	shift
+	for lane; do
+		for i in 1 2 3; do
+			after_look "$pid"
+			mq-send -q "$lane" "m$i"
+			start=$(now_ms)
+			read -r -t 60 line <&6 || fail "$lane m$i did not come: $(cat err)"
+			ms=$(( $(now_ms) - start ))
+			assert_equal "$line" "$lane m$i"
+			[ "$ms" -ge 500 ] || break
+		done
+		[ "$ms" -lt 500 ] ||
+		    fail "a message of $lane took ${ms}ms to arrive (safety look: 1s)"
+	done
+}
+
 @test "strict order: a later lane only for what the earlier ones lack; a batch may mix them" {
 	mq-send -q bulk b1 b2 b3 b4 b5
 	mq-send -q urgent u1 u2
@@ -180,7 +201,7 @@ EOF
 }
 
 @test "-f sleeps once and wakes on a send to any lane, not on a timer" {
-	local lane pid line ms
+	local pid
 	mq-send -q a start
 	mq-send -q b start
 	mq-send -q c start
@@ -190,26 +211,14 @@ EOF
 	pid=$BG
 	exec 6<>out
 	sleep 1		# asleep in its wait
-	for lane in c a b; do
-		for i in 1 2 3; do
-			after_look "$pid"
-			mq-send -q "$lane" "m$i"
-			start=$(now_ms)
-			read -r -t 60 line <&6 || fail "$lane m$i did not come: $(cat err)"
-			ms=$(( $(now_ms) - start ))
-			assert_equal "$line" "$lane m$i"
-			[ "$ms" -ge 500 ] || break
-		done
-		[ "$ms" -lt 500 ] ||
-		    fail "a message of $lane took ${ms}ms to arrive (safety look: 1s)"
-	done
+	each_in_time "$pid" c a b
 	gone "$pid" && fail "the consumer ended: $(cat err)"
 	true
 }
 
 @test "on a kernel without FUTEX_WAITV (before 5.16), -f of several lanes still gets what is sent to any of them" {
 	sqlite_only "FUTEX_WAITV is the SQLite wait's; PostgreSQL listens"
-	local so line lane i start ms
+	local so
 	so=$(shim oldkernel "$BATS_TEST_TMPDIR")
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 	mq-send -q a start
@@ -220,21 +229,8 @@ EOF
 	bg err env MQ_OLDKERNEL_LOG="$PWD/refused" LD_PRELOAD="$so" \
 	    bash -c 'exec mq-recv -A -f --format "%T %b\n" a b c >out'
 	exec 6<>out
-	# it looks at every lane at least every 50 ms: well before the
-	# safety look of a second (a slow machine has three tries)
-	for lane in c b a; do
-		for i in 1 2 3; do
-			after_look "$BG"
-			mq-send -q "$lane" "m$i"
-			start=$(now_ms)
-			read -r -t 60 line <&6 || fail "$lane m$i did not come: $(cat err)"
-			ms=$(( $(now_ms) - start ))
-			assert_equal "$line" "$lane m$i"
-			[ "$ms" -ge 500 ] || break
-		done
-		[ "$ms" -lt 500 ] ||
-		    fail "a message of $lane took ${ms}ms to arrive (safety look: 1s)"
-	done
+	# it looks at every lane at least every 50 ms
+	each_in_time "$BG" c b a
 	# the shim was in its way: each sleep on the three lanes was refused
 	[ -s refused ] || fail "mq-recv never asked for FUTEX_WAITV"
 	gone "$BG" && fail "the consumer ended: $(cat err)"
