@@ -37,28 +37,6 @@ mq_item_states(const char *list)
 	return bits;
 }
 
-/* What p holds, escaped as mq-replay prints bodies, cut to max bytes. */
-static void
-preview(const unsigned char *p, size_t n, size_t max, char *buf, size_t len)
-{
-	char *e = NULL;
-	size_t elen = 0, k;
-	FILE *f = open_memstream(&e, &elen);
-
-	if (!f)
-		mq_die(MQ_EX_SOFTWARE, "out of memory");
-	mq_escape(f, p, n < 4 * max ? n : 4 * max);
-	fclose(f);
-	k = elen;
-	if (k > max) {		/* whole characters, and say it goes on */
-		k = max - 3;
-		while (k > 0 && (e[k] & 0xc0) == 0x80)
-			k--;
-	}
-	snprintf(buf, len, "%.*s%s", (int)k, e, k < elen ? "..." : "");
-	free(e);
-}
-
 /* "in 25s", "5.0s ago", or "-". */
 static void
 when(int64_t due, int64_t now, char *buf, size_t len)
@@ -157,12 +135,12 @@ row(struct rows *t, const struct mq_list *l, const struct mq_item *it)
 	else
 		snprintf(c[5], sizeof c[5], "-");
 	if (it->reason)
-		preview((const unsigned char *)it->reason, strlen(it->reason),
+		mq_preview((const unsigned char *)it->reason, strlen(it->reason),
 		    REASON_MAX, c[6], sizeof c[6]);
 	else
 		snprintf(c[6], sizeof c[6], "-");
 	if (it->m.off)	/* cut to the width left over: see print_rows */
-		preview(it->m.body, it->m.len, BODY_MAX, c[7], sizeof c[7]);
+		mq_preview(it->m.body, it->m.len, BODY_MAX, c[7], sizeof c[7]);
 	else
 		snprintf(c[7], sizeof c[7], "(purged)");
 	for (i = 0; i < 8; i++)
@@ -197,7 +175,7 @@ print_rows(FILE *f, struct rows *t)
 		body = t->cell[i][7];
 		if (t->cell[i][7][0] && strlen(body) > room) {
 			t->cell[i][7] = mq_alloc(room + 1);
-			preview((const unsigned char *)body, strlen(body),
+			mq_preview((const unsigned char *)body, strlen(body),
 			    room, t->cell[i][7], room + 1);
 			free(body);
 		}

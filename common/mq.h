@@ -616,6 +616,8 @@ struct mq_out {
 void	 mq_out_msg(FILE *, const struct mq_out *, const struct mq_msg *);
 int	 mq_check_format(const char *fmt);
 void	 mq_escape(FILE *, const unsigned char *p, size_t n);
+void	 mq_preview(const unsigned char *p, size_t n, size_t max, char *buf,
+	    size_t len);
 size_t	 mq_unescape(char *s);
 size_t	 mq_utf8_len(const unsigned char *, size_t);
 int	 mq_utf8_valid(const unsigned char *p, size_t n);

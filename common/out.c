@@ -85,6 +85,32 @@ mq_escape(FILE *f, const unsigned char *p, size_t n)
 	}
 }
 
+/*
+ * What p holds, escaped as mq-replay prints bodies, cut to max bytes
+ * (whole characters, and "..." when it goes on): for a line of a table
+ * or of an error.
+ */
+void
+mq_preview(const unsigned char *p, size_t n, size_t max, char *buf, size_t len)
+{
+	char *e = NULL;
+	size_t elen = 0, k;
+	FILE *f = open_memstream(&e, &elen);
+
+	if (!f)
+		mq_die(MQ_EX_SOFTWARE, "out of memory");
+	mq_escape(f, p, n < 4 * max ? n : 4 * max);
+	fclose(f);
+	k = elen;
+	if (k > max) {		/* whole characters, and say it goes on */
+		k = max - 3;
+		while (k > 0 && (e[k] & 0xc0) == 0x80)
+			k--;
+	}
+	snprintf(buf, len, "%.*s%s", (int)k, e, k < elen ? "..." : "");
+	free(e);
+}
+
 static int
 hexval(int c)
 {

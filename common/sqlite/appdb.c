@@ -282,18 +282,13 @@ bad(struct mq_appdb *o, int64_t id, const char *fmt, ...)
 	    (long long)id, why);
 }
 
-/* A row's bad text as its line shows it: escaped, the first 160 bytes. */
+#define SHOWN	160	/* the bytes of a bad text its line shows */
+
+/* A row's bad text as its line shows it: escaped, cut. */
 static const char *
 shown(const char *t, char *buf, size_t len)
 {
-	size_t n = strlen(t);
-	FILE *f;
-
-	if (!(f = fmemopen(buf, len, "w")))
-		return "?";
-	mq_escape(f, (const unsigned char *)t, n > 160 ? 160 : n);
-	fclose(f);
-	buf[len - 1] = '\0';
+	mq_preview((const unsigned char *)t, strlen(t), SHOWN, buf, len);
 	return buf;
 }
 
@@ -303,7 +298,7 @@ ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 {
 	sqlite3_stmt *s = o->rows;
 	const char *t;
-	char buf[700];
+	char buf[SHOWN + 1];
 	int64_t v;
 
 	switch (sqlite3_column_type(s, col)) {
@@ -345,7 +340,7 @@ row(struct mq_appdb *o, struct mq_outrow *r)
 	sqlite3_stmt *s = o->rows;
 	const char *topic = (const char *)sqlite3_column_text(s, 1);
 	const void *body;
-	char buf[700];
+	char buf[SHOWN + 1];
 
 	memset(r, 0, sizeof *r);
 	r->id = sqlite3_column_int64(s, 0);
