@@ -23,17 +23,21 @@ mq_hostname(void)
 	return host;
 }
 
+/* This boot's id, read once: an idle follower asks every second. */
 void
 mq_boot_id(char *buf, size_t len)
 {
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	static char id[64];
+	static int read;
+	FILE *f;
 
-	buf[0] = '\0';
-	if (f) {
-		if (fgets(buf, (int)len, f))
-			buf[strcspn(buf, "\n")] = '\0';
+	if (!read && (f = fopen("/proc/sys/kernel/random/boot_id", "re"))) {
+		if (fgets(id, sizeof id, f))
+			id[strcspn(id, "\n")] = '\0';
 		fclose(f);
 	}
+	read = 1;
+	snprintf(buf, len, "%s", id);
 }
 
 /*
@@ -233,6 +237,26 @@ mq_pid(void)
 	if (!pid)
 		pid = getpid();
 	return pid;
+}
+
+/*
+ * A delivery's token: random, so that a receipt of an earlier attempt
+ * never matches.  Drawn 64 at a time: libbsd's arc4random asks getpid()
+ * at every call, a system call per message handed out.  No two
+ * processes share the buffer: a handler is exec'd, and the one child mq
+ * forks (the handler group's anchor, exec.c) only waits.
+ */
+uint32_t
+mq_token(void)
+{
+	static uint32_t buf[64];
+	static size_t left;
+
+	if (!left) {
+		arc4random_buf(buf, sizeof buf);
+		left = sizeof buf / sizeof *buf;
+	}
+	return buf[--left];
 }
 
 /* Orders history rows of one millisecond; unique to this process. */

@@ -519,6 +519,7 @@ int	 mq_consumers(struct mq *, const char *topic, const char *group,
 void	 mq_reap(struct mq *, const char *topic, const char *group);
 int64_t	 mq_idle_ms(struct mq *);
 int64_t	 mq_pid(void);
+uint32_t mq_token(void);
 int64_t	 mq_history_n(void);
 int64_t	 mq_busy_timeout(void);
 

@@ -481,7 +481,7 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 			pg_arr_int(&k->c_off, m->off);
 		}
 	} else {
-		token = arc4random();
+		token = mq_token();
 		pg_arr_int(&k->l_off, m->off);
 		pg_arr_int(&k->l_att, attempt);
 		pg_arr_int(&k->l_exp, expired);

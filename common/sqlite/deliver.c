@@ -239,7 +239,7 @@ deliver(struct claimer *k, struct due *d)
 		if (d->bid)
 			sq_consumed(q, &k->g, d->bid, d->off, k->now);
 	} else {
-		token = arc4random();
+		token = mq_token();
 		s = sq_stmt(q, "INSERT OR REPLACE INTO delivery (grp, off, "
 		    "state, due, attempt, expired, token, consumer, key, since, "
 		    "host, pid, bid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, "

@@ -12,7 +12,8 @@
  *
  * Writers that are not mq (the sqlite3 shell) bump nothing: every second
  * a waiter asks PRAGMA data_version, which changes whenever another
- * connection committed.  Without the -mq file, or with a topic that does
+ * connection committed, unless its caller wants it back by then (a
+ * follower looks at its topics once a second of its own).  Without the -mq file, or with a topic that does
  * not exist yet, it asks every 50ms.
  */
 #include <errno.h>
@@ -121,7 +122,9 @@ sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 		if ((*changed = moved(w)))
 			return 2;
 		now = mq_now();
-		if (now >= look) {
+		/* a caller back by then looks itself (follow.c, once a
+		   second): no second look for it */
+		if (now >= look && look < until) {
 			if ((dv = sq_data_version(q)) != w->dv) {
 				w->dv = dv;
 				return 1;
