@@ -378,13 +378,15 @@ later 1"
 	mq-topic group t g --ordered >/dev/null
 	mq-send -q -k a t a1
 	r=$(mq-recv -g g --format '%r' t)		# a1 in flight
-	mq-send -q -k a --ttl 300ms t a2 a3 a4	# held behind a1
+	# (a second to live: five programs start before the held rows are
+	# made, each a connection to PostgreSQL on a busy machine)
+	mq-send -q -k a --ttl 1s t a2 a3 a4	# held behind a1
 	mq-send -q -k a t a5
-	mq-send -q --delay 1s --ttl 300ms t d1	# held: delayed
-	mq-send -q --delay 1s t d2
+	mq-send -q --delay 2s --ttl 1s t d1	# held: delayed
+	mq-send -q --delay 2s t d2
 	run -1 mq-recv -g g t				# makes the held rows
 	assert_equal "$(sql 'SELECT count(*) FROM delivery WHERE state = 0')" 6
-	sleep 1.2
+	sleep 2.2
 	mq-ack "$r"
 	run -0 mq-recv -A -n 0 -g g --format '%b\n' t
 	assert_equal "$(sort <<<"$output")" "$(printf 'a5\nd2')"

@@ -299,7 +299,7 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	v[6] = a->delay >= 0 ? pg_int(q, now + a->delay) :
 	    a->at >= 0 ? pg_int(q, a->at) : NULL;
 	v[7] = a->key;
-	v[8] = chan;
+	v[8] = q->async ? chan : NULL;	/* else the flush tells them */
 	v[9] = a->ttl ? pg_int(q, a->ttl) : NULL;
 	v[10] = a->headers;
 	r = pg_run_flush(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
@@ -310,9 +310,10 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "t.id, t.first + u.o - 1, t.ts, greatest(t.ts, $7::bigint), $8, "
 	    "u.b, t.ts + coalesce($10::bigint, t.ttl), $11 FROM t, "
 	    "unnest($2::bytea[]) "
-	    "WITH ORDINALITY AS u(b, o)) SELECT first, pg_notify($9 || id, "
-	    "''), set_config('synchronous_commit', 'off', true) FROM t", 11,
-	    v, len, fmt, "cannot store messages");
+	    "WITH ORDINALITY AS u(b, o)) SELECT first, CASE WHEN $9::text IS "
+	    "NOT NULL THEN pg_notify($9 || id, '') END, "
+	    "set_config('synchronous_commit', 'off', true) FROM t", 11,
+	    v, len, fmt, a->topic, "cannot store messages");
 	free(bodies);
 	if (!r)
 		return PG_RETRY;
@@ -392,6 +393,9 @@ struct claimer {
 	/* --per-key: deliveries in flight per key, read once a claim */
 	struct { char *key; int n; } *inflight;
 	int			 ninflight, kread;
+	/* read in the claim's first round trip, before the group's row
+	   came back (claim): used when that row says they still hold */
+	PGresult		*pre_due, *pre_new;
 };
 
 static void
@@ -430,6 +434,9 @@ free_arrays(struct claimer *k)
 	free(k->done);
 	k->done = NULL;
 	k->ndone = 0;
+	PQclear(k->pre_due);
+	PQclear(k->pre_new);
+	k->pre_due = k->pre_new = NULL;
 }
 
 /* The group's delivery row of off goes (write_claim). */
@@ -670,10 +677,16 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 #define DUE_SQL "SELECT d.off, d.state, d.attempt, d.expired, d.key, " \
 	"d.since, d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, " \
 	"m.headers, m.expires, m.dedup, d.bid FROM delivery d LEFT JOIN " \
-	"msg m ON " \
-	"m.topic = $4 AND m.off = d.off WHERE d.grp = $1 AND d.state < 2 " \
+	"LATERAL (SELECT * FROM msg WHERE topic = $4 AND off = d.off " \
+	"OFFSET 0) m ON true WHERE d.grp = $1 AND d.state < 2 " \
 	"AND d.due <= $2 AND d.off >= $5 AND d.off < $6 AND " \
-	"d.off <> ALL($7::bigint[])"
+	"d.off <> ALL($7::bigint[]) AND d.off < " BOUND
+/*
+ * What a claim may hand out: offsets below next_off as the claim's first
+ * statement read it, whose commits are all under the WAL position read
+ * with it, so that flushing to there makes them durable (claim).
+ */
+#define BOUND	"nullif(current_setting('mq.bound', true), '')::bigint"
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.off < d.off " \
 	"AND e.state < 2))"
@@ -685,8 +698,9 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 	"AND e.due > $2 AND e.off <> d.off))"
 #define DUE_END " ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED"
 
-static int
-claim_due(struct claimer *k, int64_t lo)
+/* The due rows' statement for g's settings. */
+static const char *
+due_sql(const struct mq_group *g)
 {
 	static const char *const sql[6] = {
 		DUE_SQL DUE_END,
@@ -696,6 +710,13 @@ claim_due(struct claimer *k, int64_t lo)
 		DUE_SQL DUE_ORDERED DUE_IDEM DUE_END,
 		DUE_SQL DUE_PER_KEY DUE_IDEM DUE_END,
 	};
+
+	return sql[(g->ordered ? 1 : g->per_key ? 2 : 0) + 3 * !!*g->idem];
+}
+
+static int
+claim_due(struct claimer *k, int64_t lo)
+{
 	struct pgq *q = k->q;
 	struct idem *id = NULL;
 	struct mq_verdict v;
@@ -706,17 +727,21 @@ claim_due(struct claimer *k, int64_t lo)
 	char host[256];
 	int i, n, attempt, expired, how, *fl, rc;
 
-	/* not those an earlier round handed out: not leased yet */
-	for (i = 0; i < k->ndone; i++)
-		pg_arr_int(&done, k->done[i]);
-	r = pg_qc(q, "cannot read deliveries", sql[(k->g.ordered ? 1 :
-	    k->g.per_key ? 2 : 0) + 3 * !!*k->g.idem], 7, pg_int(q, k->g.id),
-	    pg_int(q, k->now), pg_int(q, k->max - k->n),
-	    pg_int(q, k->t.id), pg_int(q, lo), pg_int(q, k->pos),
-	    pg_arr_end(&done));
-	pg_arr_free(&done);
-	if (!r)
-		return PG_RETRY;
+	if (k->pre_due) {	/* read already */
+		r = k->pre_due;
+		k->pre_due = NULL;
+	} else {
+		/* not those an earlier round handed out: not leased yet */
+		for (i = 0; i < k->ndone; i++)
+			pg_arr_int(&done, k->done[i]);
+		r = pg_qc(q, "cannot read deliveries", due_sql(&k->g), 7,
+		    pg_int(q, k->g.id), pg_int(q, k->now),
+		    pg_int(q, k->max - k->n), pg_int(q, k->t.id),
+		    pg_int(q, lo), pg_int(q, k->pos), pg_arr_end(&done));
+		pg_arr_free(&done);
+		if (!r)
+			return PG_RETRY;
+	}
 	n = PQntuples(r);
 	if (n && *k->g.idem && !(id = idem_look(k, r, 8, 15, 16))) {
 		PQclear(r);
@@ -827,6 +852,15 @@ fail:
 	return PG_RETRY;
 }
 
+/* (each message's delivery row looked up by its key, LATERAL and fenced
+   by OFFSET 0 so that no plan reads all of the group's rows: see
+   prepared() in pg.c) */
+#define NEW_SQL "SELECT m.off, m.ts, m.due, m.key, m.body, m.headers, " \
+	"d.state, d.due, m.expires, m.dedup FROM msg m LEFT JOIN LATERAL " \
+	"(SELECT state, due FROM delivery WHERE grp = $4 AND off = m.off " \
+	"OFFSET 0) d ON true WHERE m.topic = $1 AND m.off >= $2 AND " \
+	"m.off < " BOUND " ORDER BY m.off LIMIT $3"
+
 /*
  * New messages from pos on: delivered, or held back (delayed, key busy).
  * One with a delivery row there already (cancelled or rescheduled before
@@ -846,15 +880,11 @@ claim_new(struct claimer *k)
 
 	do {
 		want = k->max - k->n;
-		/* below next_off, as committed when this statement began:
-		   every offset under it is committed, the group's row being
-		   ours */
-		if (!(r = pg_qc(q, "cannot read messages", "SELECT m.off, "
-		    "m.ts, m.due, m.key, m.body, m.headers, d.state, d.due, "
-		    "m.expires, m.dedup FROM msg m LEFT JOIN "
-		    "delivery d ON d.grp = $4 AND d.off = m.off WHERE "
-		    "m.topic = $1 AND m.off >= $2 AND m.off < (SELECT next_off "
-		    "FROM topic WHERE id = $1) ORDER BY m.off LIMIT $3", 4,
+		/* below the bound: every offset under it is committed */
+		if (k->pre_new) {	/* read already */
+			r = k->pre_new;
+			k->pre_new = NULL;
+		} else if (!(r = pg_qc(q, "cannot read messages", NEW_SQL, 4,
 		    pg_int(q, k->t.id), pg_int(q, k->pos), pg_int(q, want),
 		    pg_int(q, k->g.id))))
 			goto retry;
@@ -962,17 +992,19 @@ retry:
 	return PG_RETRY;
 }
 
-/* Writes what the claim decided: one statement per kind of row. */
-static int
-write_claim(struct claimer *k)
+/*
+ * Queues on p the writes of what the claim decided: one statement per
+ * kind of row.
+ */
+static void
+write_claim(struct claimer *k, struct pg_pipe *p)
 {
 	struct pgq *q = k->q;
-	PGresult *r;
 
 	if (k->s_off.n) {
 		/* lapsed and duplicates: their history, their counts
 		   (settled goes below) */
-		TRY(r, pg_qc(q, "cannot record history", "WITH v AS (SELECT "
+		pg_pipe_q(q, p, "cannot record history", "WITH v AS (SELECT "
 		    "* FROM unnest($2::bigint[], $3::int[], $4::bigint[]) AS "
 		    "v(o, a, f)), g AS (UPDATE grp SET lapsed = lapsed + "
 		    "(SELECT count(*) FROM v WHERE f < 0), duplicates = "
@@ -985,14 +1017,13 @@ write_claim(struct claimer *k)
 		    pg_int(q, k->g.id), pg_arr_end(&k->s_off),
 		    pg_arr_end(&k->s_att), pg_arr_end(&k->s_first),
 		    pg_int(q, k->now), pg_int(q, mq_history_n()),
-		    mq_hostname(), pg_int(q, mq_pid())));
-		PQclear(r);
+		    mq_hostname(), pg_int(q, mq_pid()));
 	}
 
 	if (k->l_off.n) {
 		/* leases (new rows or due ones), and due rows auto-acked */
 		/* and the group's row, in the same statement */
-		TRY(r, pg_qc(q, "cannot store delivery", "WITH g AS (UPDATE grp "
+		pg_pipe_q(q, p, "cannot store delivery", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $12), delivered = delivered + $13, "
 		    "settled = settled + $14, deadlettered = deadlettered + $15, "
 		    "settled_ts = CASE WHEN $14::bigint > 0 THEN $9::bigint ELSE "
@@ -1000,8 +1031,8 @@ write_claim(struct claimer *k)
 		    "FROM unnest($2::bigint[], $3::int[], $4::int[], "
 		    "$5::bigint[], $6::text[], $16::text[]) AS v(off, a, e, t, "
 		    "key, bid)), "
-		    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 "
-		    "AND v.off < 0 AND d.off = -v.off) "
+		    "gone AS (DELETE FROM delivery WHERE grp = $1 AND off = "
+		    "ANY(ARRAY(SELECT -off FROM v WHERE off < 0))) "
 		    "INSERT INTO delivery (grp, off, state, due, attempt, "
 		    "expired, token, consumer, key, since, host, pid, bid) SELECT "
 		    "$1, v.off, 1, $7, v.a, v.e, v.t, $8, v.key, $9, $10, $11, "
@@ -1020,12 +1051,11 @@ write_claim(struct claimer *k)
 		    pg_int(q, k->now), mq_hostname(), pg_int(q, mq_pid()),
 		    pg_int(q, k->pos), pg_int(q, k->delivered),
 		    pg_int(q, k->settled), pg_int(q, k->dead),
-		    pg_arr_end(&k->l_bid)));
-		PQclear(r);
+		    pg_arr_end(&k->l_bid));
 	}
 	if (k->b_off.n) {
 		/* each waits, due, until the lease of its business id ends */
-		TRY(r, pg_qc(q, "cannot store delivery", "INSERT INTO delivery "
+		pg_pipe_q(q, p, "cannot store delivery", "INSERT INTO delivery "
 		    "(grp, off, state, due, attempt, expired, key, bid) SELECT "
 		    "$1, v.o, 0, $2, v.a, v.e, v.k, v.b FROM unnest($3::bigint[], "
 		    "$4::int[], $5::int[], $6::text[], $7::text[]) AS "
@@ -1035,32 +1065,29 @@ write_claim(struct claimer *k)
 		    "bid = EXCLUDED.bid", 7, pg_int(q, k->g.id),
 		    pg_int(q, k->now), pg_arr_end(&k->b_off),
 		    pg_arr_end(&k->b_att), pg_arr_end(&k->b_exp),
-		    pg_arr_end(&k->b_key), pg_arr_end(&k->b_bid)));
-		PQclear(r);
+		    pg_arr_end(&k->b_key), pg_arr_end(&k->b_bid));
 	}
 	if (k->c_bid.n) {
 		/* auto-acked: their business ids are consumed */
-		TRY(r, pg_qc(q, "cannot store business id", "INSERT INTO "
+		pg_pipe_q(q, p, "cannot store business id", "INSERT INTO "
 		    "consumed (grp, bid, off, ts) SELECT $1, v.b, v.o, $4 FROM "
 		    "unnest($2::text[], $3::bigint[]) AS v(b, o) ON CONFLICT "
 		    "(grp, bid) DO UPDATE SET off = EXCLUDED.off, "
 		    "ts = EXCLUDED.ts", 4, pg_int(q, k->g.id),
 		    pg_arr_end(&k->c_bid), pg_arr_end(&k->c_off),
-		    pg_int(q, k->now)));
-		PQclear(r);
+		    pg_int(q, k->now));
 	}
 	if (k->h_off.n) {
-		TRY(r, pg_qc(q, "cannot store delivery", "INSERT INTO delivery "
+		pg_pipe_q(q, p, "cannot store delivery", "INSERT INTO delivery "
 		    "(grp, off, state, due, attempt, key) SELECT $1, v.off, 0, "
 		    "v.due, 0, v.key FROM unnest($2::bigint[], $3::bigint[], "
 		    "$4::text[]) AS v(off, due, key) ON CONFLICT (grp, off) DO "
 		    "NOTHING", 4, pg_int(q, k->g.id), pg_arr_end(&k->h_off),
-		    pg_arr_end(&k->h_due), pg_arr_end(&k->h_key)));
-		PQclear(r);
+		    pg_arr_end(&k->h_due), pg_arr_end(&k->h_key));
 	}
 	if (k->a_off.n) {
 		/* and the group's row, unless it went with the leases */
-		TRY(r, pg_qc(q, "cannot record history", "WITH g AS (UPDATE grp "
+		pg_pipe_q(q, p, "cannot record history", "WITH g AS (UPDATE grp "
 		    "SET pos = greatest(pos, $8), delivered = delivered + $9, "
 		    "settled = settled + $10, deadlettered = deadlettered + $11, "
 		    "settled_ts = CASE WHEN $10::bigint > 0 THEN $4::bigint ELSE "
@@ -1073,47 +1100,81 @@ write_claim(struct claimer *k)
 		    pg_int(q, mq_history_n()), mq_hostname(), pg_int(q, mq_pid()),
 		    pg_int(q, k->pos), pg_int(q, k->delivered),
 		    pg_int(q, k->settled), pg_int(q, k->dead),
-		    k->l_off.n ? "true" : "false"));
-		PQclear(r);
+		    k->l_off.n ? "true" : "false");
 	}
 	if (k->l_off.n || k->a_off.n)
-		return 0;	/* the group's row went with one of them */
-	TRY(r, pg_qc(q, "cannot update group", "UPDATE grp SET pos = "
+		return;		/* the group's row went with one of them */
+	pg_pipe_q(q, p, "cannot update group", "UPDATE grp SET pos = "
 	    "greatest(pos, $2), delivered = delivered + $3, "
 	    "settled = settled + $4, deadlettered = deadlettered + $5, "
 	    "settled_ts = CASE WHEN $4::bigint > 0 THEN $6::bigint ELSE "
 	    "settled_ts END WHERE id = $1", 6, pg_int(q, k->g.id),
 	    pg_int(q, k->pos), pg_int(q, k->delivered), pg_int(q, k->settled),
-	    pg_int(q, k->dead), pg_int(q, k->now)));
-	PQclear(r);
-	return 0;
+	    pg_int(q, k->dead), pg_int(q, k->now));
 }
 
-static int64_t
-next_due(struct pgq *q, int64_t grp, int64_t now)
+/* A group's next due time after now: its result's first row, or none. */
+#define NEXT_DUE_SQL "SELECT min(due) FROM delivery WHERE grp = $1 AND " \
+	"state < 2 AND due > $2"
+
+/* The lane's group as this session's last claim of it left it, or NULL. */
+static struct pg_claimed *
+claimed(struct pgq *q, const char *topic, const char *group)
 {
-	PGresult *r = pg_qc(q, "cannot read deliveries", "SELECT min(due) FROM "
-	    "delivery WHERE grp = $1 AND state < 2 AND due > $2", 2,
-	    pg_int(q, grp), pg_int(q, now));
-	int64_t v;
+	int i;
 
-	if (!r)
-		return PG_RETRY;
-	v = pg_null(r, 0, 0) ? INT64_MAX : pg_get(r, 0, 0);
-	PQclear(r);
-	return v;
+	for (i = 0; i < q->nclaimed; i++)
+		if (!strcmp(q->claimed[i].topic, topic) &&
+		    !strcmp(q->claimed[i].g.name, group))
+			return &q->claimed[i];
+	return NULL;
 }
 
+static void
+remember(struct pgq *q, const struct claimer *k, const char *topic)
+{
+	struct pg_claimed *c = claimed(q, topic, k->g.name);
+
+	if (!c)
+		c = &q->claimed[q->nclaimed < MQ_LANES_MAX ? q->nclaimed++ :
+		    0];
+	snprintf(c->topic, sizeof c->topic, "%s", topic);
+	c->tid = k->t.id;
+	c->g = k->g;
+	c->g.pos = k->pos;
+}
+
+/* The reads made before the group's row came back still hold for g. */
+static int
+still(const struct pg_claimed *was, const struct mq_group *g)
+{
+	return was->g.id == g->id && was->g.pos == g->pos &&
+	    was->g.ordered == g->ordered && was->g.per_key == g->per_key &&
+	    !strcmp(was->g.idem, g->idem);
+}
+
+/*
+ * A claim, in two round trips when the group is as this session's last
+ * claim of it left it (one consumer of it, or the last to claim): the
+ * first reads the bound (BOUND), locks the group and reads its due rows
+ * and new messages as if its row were still that; the second writes the
+ * leases and commits.  When the row says otherwise, those reads are
+ * dropped and made again, one round trip each.
+ */
 static int
 claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
     int64_t *next)
 {
 	struct claimer k;
-	PGresult *r;
-	int64_t gone0, pos0, t0 = 0, when;
-	int rc, i;
+	struct pg_pipe p;
+	struct pg_claimed *was;
+	PGresult *r, *res[PG_PIPE_MAX];
+	char lsn[32];
+	int64_t gone0, pos0, t0 = 0, when, now0;
+	int rc, i, nd = -1;
 
 	memset(&k, 0, sizeof k);
+	memset(&p, 0, sizeof p);
 	k.q = q;
 	k.c = c;
 	k.out = out;
@@ -1121,9 +1182,9 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* nothing to claim: one read, without any lock */
 	if (!c->woken) {
 		k.now = pg_now();
-		r = pg_qc(q, "cannot read deliveries", "SELECT (EXISTS (SELECT 1 "
+		r = pg_qc(q, "cannot read deliveries", "SELECT ((SELECT min(due) "
 		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3 "
-		    "AND off < g.pos) "
+		    "AND off < g.pos) IS NOT NULL "
 		    "OR g.pos < t.next_off) AND p <= $3, CASE WHEN p > $3 THEN p "
 		    "ELSE (SELECT min(due) FROM delivery WHERE grp = g.id AND "
 		    "state < 2 AND due > $3) END FROM topic t JOIN grp g ON "
@@ -1143,31 +1204,66 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		if (r)
 			PQclear(r);
 	}
-	/* the group, ours until commit: one round trip when it exists (the
-	   topic's next_off is read after, by claim_new) */
-	if (pg_begin(q) || (rc = pg_group_locked(q, c->topic, c->group,
-	    &k.g, &k.t.paused_until)) < 0)
+	/*
+	 * The bound first, and the WAL's position with it, before this
+	 * claim writes any (the group's lock does): flushing to there makes
+	 * what it shows durable, and waits for no write of its own.  Then
+	 * the group, ours until commit.
+	 */
+	now0 = pg_now();
+	was = claimed(q, c->topic, c->group);
+	pg_begin(q);
+	pg_pipe_q(q, &p, "cannot read topic", "SELECT set_config('mq.bound', "
+	    "next_off::text, true), CASE WHEN pg_is_in_recovery() THEN NULL "
+	    "ELSE pg_current_wal_insert_lsn() END FROM topic WHERE name = $1",
+	    1, c->topic);
+	pg_group_locked(q, &p, c->topic, c->group);
+	if (was) {
+		pg_pipe_q(q, &p, "cannot read deliveries", due_sql(&was->g), 7,
+		    pg_int(q, was->g.id), pg_int(q, now0), pg_int(q, max),
+		    pg_int(q, was->tid), "0", pg_int(q, was->g.pos), "{}");
+		pg_pipe_q(q, &p, "cannot read messages", NEW_SQL, 4,
+		    pg_int(q, was->tid), pg_int(q, was->g.pos), pg_int(q, max),
+		    pg_int(q, was->g.id));
+	}
+	if (pg_pipe_run(q, &p, res) < 0)
 		return PG_RETRY;
+	lsn[0] = '\0';
+	if (PQntuples(res[0]) && !pg_null(res[0], 0, 1))
+		pg_copy(res[0], 0, 1, lsn, sizeof lsn);
+	rc = pg_group_locked_row(res[1], &k.g, &k.t.paused_until);
+	PQclear(res[0]);
+	PQclear(res[1]);
+	if (was) {
+		k.pre_due = res[2];
+		k.pre_new = res[3];
+	}
 	if (rc) {
 		k.t.id = k.g.topic;
 		snprintf(k.t.name, sizeof k.t.name, "%s", c->topic);
 	} else if (pg_topic_ensure(q, c->topic, &k.t, 0) < 0 ||
 	    pg_group_ensure(q, &k.t, c->group, c->latest, &k.g, 1) < 0)
-		return PG_RETRY;
+		goto retry;
 	/* after the lock: what it hands out is handed out from now on (a
-	   due row is read afresh below, not in the snapshot of the lock's
-	   statement, which is older than the wait for the lock) */
+	   due row read before is one due by then, a subset of now's) */
 	k.now = pg_now();
 	if (mq_paused(&k.t, &k.g, k.now)) {	/* nothing until it ends */
 		if (next)
 			*next = mq_paused(&k.t, &k.g, k.now);
+		free_arrays(&k);
 		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
 	}
 	k.lease = c->lease ? c->lease : k.g.lease;
 	if (!(k.max = mq_rule_rate(&k.g, k.now, max, &t0, &when))) {
 		if (next)	/* --rate: none may go before then */
 			*next = when;
+		free_arrays(&k);
 		return pg_commit_seen(q, 0) ? PG_RETRY : 0;
+	}
+	if (!rc || !was || !still(was, &k.g) || k.max != max) {
+		PQclear(k.pre_due);	/* read for another row: again */
+		PQclear(k.pre_new);
+		k.pre_due = k.pre_new = NULL;
 	}
 	k.pos = k.g.pos;
 	/* again after a round in which some went dead or lapsed (those rows
@@ -1191,26 +1287,33 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		if (claim_due(&k, pos0) < 0)
 			goto retry;
 	}
-	if ((rc = write_claim(&k)) < 0)
-		goto retry;
-	if (k.g.rate_n && k.n) {	/* --rate: the schedule moves on */
-		if (!(r = pg_qc(q, "cannot update group", "UPDATE grp SET "
+	/* the writes and the commit: one round trip */
+	write_claim(&k, &p);
+	if (k.g.rate_n && k.n)	/* --rate: the schedule moves on */
+		pg_pipe_q(q, &p, "cannot update group", "UPDATE grp SET "
 		    "rate_tat = $2 WHERE id = $1", 2, pg_int(q, k.g.id),
-		    pg_int(q, mq_rule_rate_tat(&k.g, t0, k.n)))))
-			goto retry;
-		PQclear(r);
+		    pg_int(q, mq_rule_rate_tat(&k.g, t0, k.n)));
+	if (next && !k.n && k.seen < SCAN_MAX) {
+		nd = p.n;
+		pg_pipe_q(q, &p, "cannot read deliveries", NEXT_DUE_SQL, 2,
+		    pg_int(q, k.g.id), pg_int(q, k.now));
 	}
-	if (next)
-		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ?
-		    k.now : next_due(q, k.g.id, k.now);
-	free_arrays(&k);
 	/* a claim need not be durable (it would be made again), what it
 	   hands out must be; an auto-ack must */
-	if (c->autoack ? pg_commit(q) : pg_commit_seen(q, k.n > 0)) {
-		for (i = 0; i < k.n; i++)
-			mq_msg_free(&out[i]);
-		return PG_RETRY;
-	}
+	pg_pipe_commit(q, &p, c->autoack || k.n > 0, c->autoack || !lsn[0] ?
+	    NULL : lsn);
+	i = p.n;
+	if (pg_pipe_run(q, &p, res) < 0)
+		goto retry;
+	pg_pipe_done(q);
+	if (next)
+		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ? k.now :
+		    nd < 0 || pg_null(res[nd], 0, 0) ? INT64_MAX :
+		    pg_get(res[nd], 0, 0);
+	while (i > 0)
+		PQclear(res[--i]);
+	remember(q, &k, c->topic);
+	free_arrays(&k);
 	return k.n;
 retry:
 	free_arrays(&k);
@@ -1408,19 +1511,19 @@ unmatched(struct gcache *c, const struct mq_receipt *r)
 }
 
 /*
- * A group's acks in one statement: the live deliveries they match go,
- * with a history row each.  A receipt given twice settles once.
+ * A group's acks in one statement, queued on p: the live deliveries they
+ * match go, with a history row each.  A receipt given twice settles
+ * once.
  */
-static int
-settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
+static void
+queue_acks(struct pgq *q, struct gcache *c, struct pg_pipe *p)
 {
-	PGresult *r;
-	int64_t n0 = pg_n_take(c->na), off;
-	int i, k, got = 0;
+	int64_t n0 = pg_n_take(c->na);
 
-	TRY(r, pg_qc(q, "cannot settle delivery", "WITH v AS (SELECT * FROM "
+	pg_pipe_q(q, p, "cannot settle delivery", "WITH v AS (SELECT * FROM "
 	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
 	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
+	    "d.off = ANY($2::bigint[]) AND "
 	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
 	    "d.token = v.t RETURNING d.off, d.attempt, d.token, d.since, "
 	    "d.host, d.pid, d.bid), b AS (INSERT INTO consumed (grp, bid, off, "
@@ -1436,7 +1539,19 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 	    "settled_ts END WHERE id = $1) SELECT off, attempt, token FROM gone",
 	    8, pg_int(q, c->g.id), pg_arr_end(&c->a_off),
 	    pg_arr_end(&c->a_att), pg_arr_end(&c->a_tok), pg_int(q, pg_now()),
-	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid())));
+	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid()));
+	/* the group's settled count goes with them */
+	if (c->g.ordered || c->g.per_key || *c->g.idem)
+		pg_notify(q, c->t.id);	/* their keys (business ids) free */
+}
+
+/* The acks' outcomes, from queue_acks's result r. */
+static void
+acked(struct gcache *c, struct mq_settle *st, PGresult *r)
+{
+	int64_t off;
+	int i, k;
+
 	for (i = 0; i < c->na; i++)
 		st[c->a_at[i]].result = -1;
 	for (k = 0; k < PQntuples(r); k++) {
@@ -1447,18 +1562,12 @@ settle_acks(struct pgq *q, struct gcache *c, struct mq_settle *st)
 			    st[c->a_at[i]].r.token == (uint32_t)pg_get(r, k, 2) &&
 			    st[c->a_at[i]].result == -1) {
 				st[c->a_at[i]].result = MQ_SETTLED;
-				got++;
 				break;
 			}
 	}
-	PQclear(r);
 	for (i = 0; i < c->na; i++)
 		if (st[c->a_at[i]].result == -1)
 			st[c->a_at[i]].result = unmatched(c, &st[c->a_at[i]].r);
-	/* the group's settled count went with them */
-	if (got && (c->g.ordered || c->g.per_key || *c->g.idem))
-		pg_notify(q, c->t.id);	/* their keys (business ids) free */
-	return 0;
 }
 
 static void
@@ -1475,14 +1584,20 @@ free_groups(struct gcache *gc, int ngc)
 	free(gc);
 }
 
+/*
+ * The receipts of a batch in one transaction: each group's acks in one
+ * statement, the rest one by one; the acks, the counts and the commit in
+ * one round trip.
+ */
 static int
 settle(struct pgq *q, struct mq_settle *st, size_t n)
 {
 	struct gcache *gc = NULL, *c;
+	struct pg_pipe p;
+	PGresult *res[PG_PIPE_MAX];
 	int64_t now = pg_now();
-	PGresult *r;
 	size_t i;
-	int ngc = 0, rc;
+	int ngc = 0, rc, at[PG_PIPE_MAX], nat = 0, j;
 
 	if (pg_begin(q))
 		return PG_RETRY;
@@ -1502,25 +1617,46 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 			goto retry;
 		st[i].result = rc < 0 ? unmatched(c, &st[i].r) : rc;
 	}
-	for (i = 0; i < (size_t)ngc; i++)
-		if (gc[i].na && settle_acks(q, &gc[i], st) < 0)
-			goto retry;
+	memset(&p, 0, sizeof p);
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
+		if (p.n + 3 > PG_PIPE_MAX) {	/* room for the commit */
+			if (pg_pipe_run(q, &p, res) < 0)
+				goto retry;
+			for (j = 0; j < nat; j++) {
+				if (at[j] >= 0)
+					acked(&gc[at[j]], st, res[j]);
+				PQclear(res[j]);
+			}
+			nat = 0;
+		}
+		if (c->na) {
+			at[nat++] = (int)i;
+			queue_acks(q, c, &p);
+		}
 		if (!c->settled && !c->failed && !c->dead)
 			continue;
-		if (!(r = pg_qc(q, "cannot update group", "UPDATE grp SET "
+		pg_pipe_q(q, &p, "cannot update group", "UPDATE grp SET "
 		    "settled = settled + $2, failed = failed + $3, "
 		    "deadlettered = deadlettered + $4, settled_ts = CASE WHEN "
 		    "$2::bigint > 0 THEN $5::bigint ELSE settled_ts END "
 		    "WHERE id = $1", 5, pg_int(q, c->g.id),
 		    pg_int(q, c->settled), pg_int(q, c->failed),
-		    pg_int(q, c->dead), pg_int(q, now))))
-			goto retry;
-		PQclear(r);
+		    pg_int(q, c->dead), pg_int(q, now));
+		at[nat++] = -1;
 	}
+	pg_pipe_commit(q, &p, 1, NULL);
+	j = p.n;
+	if (pg_pipe_run(q, &p, res) < 0)
+		goto retry;
+	pg_pipe_done(q);
+	for (i = 0; i < (size_t)nat; i++)
+		if (at[i] >= 0)
+			acked(&gc[at[i]], st, res[i]);
+	while (j > 0)
+		PQclear(res[--j]);
 	free_groups(gc, ngc);
-	return pg_commit(q);
+	return 0;
 retry:
 	free_groups(gc, ngc);
 	return PG_RETRY;

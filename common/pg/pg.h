@@ -25,7 +25,7 @@
 /* r = e, or start the operation over */
 #define TRY(r, e)	do { if (!((r) = (e))) return PG_RETRY; } while (0)
 
-#define PG_NPREP	32
+#define PG_NPREP	64
 
 struct pgq {
 	struct mq	 base;		/* first: the table and the path */
@@ -52,9 +52,33 @@ struct pgq {
 	int		 nprep, prep_seq;
 	uint32_t	 prep_tag;	/* in their names: this session's */
 	int		 pipe_oks;	/* statements that went through */
+	int64_t		*notify;	/* topics to tell after the commit */
+	int		 nnotify;
+	struct pg_claimed {		/* each lane's group as its last
+					   claim left it (deliver.c) */
+		char		 topic[MQ_NAME_MAX + 1];
+		int64_t		 tid;
+		struct mq_group	 g;
+	}		 claimed[MQ_LANES_MAX];
+	int		 nclaimed;
 };
 
 #define PGQ(q)	((struct pgq *)(q))
+
+/*
+ * Statements sent one after another without waiting, their results read
+ * together: one round trip (pg.c).  pg_pipe_q queues a prepared one (with
+ * the write's BEGIN first when it is not sent yet), pg_pipe_run sends the
+ * sync and reads each result in order into r[].
+ */
+#define PG_PIPE_MAX	12
+struct pg_pipe {
+	int		 n;			/* statements queued */
+	int		 skip;			/* results before the first */
+	const char	*sql[PG_PIPE_MAX];	/* each one's text */
+	int		 prep[PG_PIPE_MAX];	/* a Prepare went first */
+	const char	*what[PG_PIPE_MAX];
+};
 
 /* pg.c */
 void	 pg_die(struct pgq *, PGresult *, const char *what)
@@ -72,7 +96,13 @@ PGresult *pg_qx(struct pgq *, int prep, const char *what, const char *sql,
 #define pg_qc(q, ...)	pg_qx((q), 1, __VA_ARGS__)
 PGresult *pg_run_flush(struct pgq *, const char *sql, int n,
 	    const char *const *v, const int *len, const int *fmt,
-	    const char *what);
+	    const char *topic, const char *what);
+void	 pg_pipe_q(struct pgq *, struct pg_pipe *, const char *what,
+	    const char *sql, int n, ...);
+int	 pg_pipe_run(struct pgq *, struct pg_pipe *, PGresult **r);
+void	 pg_pipe_commit(struct pgq *, struct pg_pipe *, int flush,
+	    const char *lsn);
+void	 pg_pipe_done(struct pgq *);
 int	 pg_ok(PGresult *);
 int64_t	 pg_get(PGresult *, int row, int col);
 char	*pg_str(PGresult *, int row, int col);
@@ -105,8 +135,10 @@ int64_t	 pg_first_off(struct pgq *, int64_t topic);
 int64_t	 pg_count_range(struct pgq *, int64_t topic, int64_t from,
 	    int64_t to);
 void	 pg_msg_row(PGresult *, int row, int col, struct mq_msg *);
-int	 pg_group_locked(struct pgq *, const char *topic, const char *name,
-	    struct mq_group *, int64_t *topic_paused);
+void	 pg_group_locked(struct pgq *, struct pg_pipe *, const char *topic,
+	    const char *name);
+int	 pg_group_locked_row(PGresult *, struct mq_group *,
+	    int64_t *topic_paused);
 int	 pg_dead_consumers_of(struct pgq *, const char *topic,
 	    const char *group, struct mq_consumer **);
 int	 pg_consumers_of(struct pgq *, const char *topic, const char *group,

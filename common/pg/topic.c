@@ -188,25 +188,29 @@ pg_group_ensure(struct pgq *q, const struct mq_topic *t, const char *name,
 	return 0;
 }
 
-/* The group of topic/name, locked, in one round trip: 1, 0 if none. */
-int
-pg_group_locked(struct pgq *q, const char *topic, const char *name,
-    struct mq_group *g, int64_t *topic_paused)
+/*
+ * The group of topic/name, locked, and its topic's pause (a claim needs
+ * only the topic's id and this): queued on p, and read from its result
+ * by pg_group_locked_row, 1, 0 if none.
+ */
+void
+pg_group_locked(struct pgq *q, struct pg_pipe *p, const char *topic,
+    const char *name)
 {
-	PGresult *r;
-	int found;
-
-	/* and the topic's pause (claim only needs its id and this) */
-	TRY(r, pg_qc(q, "cannot read group", "SELECT " GROUP_COLS ", (SELECT "
+	pg_pipe_q(q, p, "cannot read group", "SELECT " GROUP_COLS ", (SELECT "
 	    "paused_until FROM topic WHERE name = $1) FROM grp WHERE topic = "
 	    "(SELECT id FROM topic WHERE name = $1) AND name = $2 FOR UPDATE",
-	    2, topic, name));
-	if ((found = PQntuples(r) > 0)) {
-		group_cols(r, 0, g);
-		*topic_paused = pg_get(r, 0, GROUP_NCOLS);
-	}
-	PQclear(r);
-	return found;
+	    2, topic, name);
+}
+
+int
+pg_group_locked_row(PGresult *r, struct mq_group *g, int64_t *topic_paused)
+{
+	if (PQntuples(r) == 0)
+		return 0;
+	group_cols(r, 0, g);
+	*topic_paused = pg_get(r, 0, GROUP_NCOLS);
+	return 1;
 }
 
 int
