@@ -18,11 +18,14 @@ override CFLAGS := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE \
 # have installed them in between.
 DEPCFLAGS = $(shell $(PKG_CONFIG) --cflags sqlite3 libbsd-overlay)
 DEPLIBS = $(shell $(PKG_CONFIG) --libs sqlite3 libbsd-overlay)
-# The PostgreSQL backend is built when libpq is there (PG=no: never);
-# $(B)/pgflags says whether it was, and changes only when that does.
+# The PostgreSQL backend is built when libpq's header is there (PG=no:
+# never); $(B)/pgflags says whether it was, and changes only when that
+# does.  It is not linked with libpq but loads it when a PostgreSQL
+# database is opened (common/pg/pq.c): loading it at every start cost
+# 10 ms of CPU, SQLite or not.  dlopen is in glibc's libc since 2.34;
+# an older one wants LDLIBS=-ldl.
 PG ?= auto
 PGFLAGS = $(shell cat $(B)/pgflags 2>/dev/null)
-PGLIBS = $(if $(PGFLAGS),$(shell $(PKG_CONFIG) --libs libpq))
 
 B ?= build
 PROGS = mq-send mq-recv mq-ack mq-topic mq-replay mq-purge mq-lag
@@ -36,7 +39,8 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/sqlite/combine.c common/sqlite/mark.c common/sqlite/backup.c \
 	common/sqlite/outbox.c common/sqlite/appdb.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
-	common/pg/log.c common/pg/wait.c common/pg/mark.c common/pg/outbox.c
+	common/pg/log.c common/pg/wait.c common/pg/mark.c common/pg/outbox.c \
+	common/pg/pq.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 PGOBJ = $(PGSRC:common/%.c=$(B)/%.o)
 HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
@@ -96,7 +100,7 @@ $(B)/%.o: common/%.c $(HDRS) $(B)/schema.h $(B)/pgflags
 	$(CC) $(CFLAGS) $(DEPCFLAGS) $(PGFLAGS) -I$(B) -Icommon -c -o $@ $<
 
 # Without libpq these are empty objects.
-$(B)/pg/%.o: common/pg/%.c common/pg/pg.h $(HDRS) $(B)/pgschema.h $(B)/pgflags
+$(B)/pg/%.o: common/pg/%.c common/pg/pg.h common/pg/pq.h $(HDRS) $(B)/pgschema.h $(B)/pgflags
 	@mkdir -p $(@D)
 	$(if $(PGFLAGS),$(CC) $(CFLAGS) $(DEPCFLAGS) $(PGFLAGS) -I$(B) -Icommon \
 	    -c -o $@ $<,$(CC) -c -x c -o $@ /dev/null)
@@ -107,7 +111,7 @@ $(B)/libmq.a: $(LIBOBJ) $(PGOBJ) Makefile
 
 $(B)/mq-%: cmd/mq-%.c $(B)/libmq.a common/mq.h
 	$(CC) $(CFLAGS) $(DEPCFLAGS) -Icommon $(LDFLAGS) -o $@ $< $(B)/libmq.a \
-	    $(LDLIBS) $(DEPLIBS) $(PGLIBS)
+	    $(LDLIBS) $(DEPLIBS)
 
 # The same build with AddressSanitizer and UBSan, in its own directory.
 asan: need

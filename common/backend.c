@@ -86,6 +86,7 @@ mq_open(const char *path, int mode)
 		path = mq_default_path();
 	if (mq_is_pg(path)) {
 #ifdef MQ_PG
+		mq_pg_load();	/* only now: SQLite never loads libpq */
 		return mq_pg_open(path, mode);
 #else
 		mq_die(MQ_EX_USAGE, "this build has no PostgreSQL support "

@@ -118,6 +118,7 @@ struct mq_waiter {
 struct mq *mq_sqlite_open(const char *path, int mode);
 
 /* common/pg/, when built with libpq (MQ_PG) */
+void	 mq_pg_load(void);	/* libpq, before mq_pg_open; exits 64 */
 struct mq *mq_pg_open(const char *conn, int mode);
 int	 mq_pg_schema_version(void);
 int	 mq_is_pg(const char *path);

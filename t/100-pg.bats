@@ -3,8 +3,9 @@
 # postgres://, keyword string), the schema (made on first use, versioned,
 # a newer one or someone else's refused), installations side by side in
 # one database, errors and their exit statuses, passwords never shown,
-# and a build without libpq.  The rest of the suite runs on PostgreSQL
-# too (make test), with the same tests as on SQLite.
+# a build without libpq and a libpq that cannot be loaded.  The rest of
+# the suite runs on PostgreSQL too (make test), with the same tests as on
+# SQLite.
 # shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
@@ -234,6 +235,29 @@ dump() {
 	run --separate-stderr "$BATS_TEST_TMPDIR/nopg/mq-send" -d "host=/tmp dbname=mq" t x
 	one_line_error 64
 	run -0 "$BATS_TEST_TMPDIR/nopg/mq-send" -d "$BATS_TEST_TMPDIR/x.db" t x
+	assert_output 1
+}
+
+@test "a libpq that cannot be loaded (MQ_LIBPQ) says so: one line, 64, nothing written; SQLite never loads it" {
+	export MQ_LIBPQ=/nonexistent/libpq.so.5
+	run --separate-stderr mq-send t x
+	one_line_error 64
+	stderr_has "mq-send: cannot load /nonexistent/libpq.so.5 (the PostgreSQL client library): " \
+	    "No such file"
+	run --separate-stderr mq-recv -g g t
+	one_line_error 64
+	# a library without the functions mq calls (a libpq older than 14)
+	MQ_LIBPQ=libsqlite3.so.0 run --separate-stderr mq-send \
+	    -d "host=$MQ_PG_DIR port=$MQ_PG_PORT dbname=mq user=mq" t x
+	one_line_error 64
+	stderr_has "undefined symbol: PQ"
+	no_db
+	run -0 mq-send -d "$BATS_TEST_TMPDIR/x.db" t x
+	assert_output 1
+	run -0 mq-recv -d "$BATS_TEST_TMPDIR/x.db" -g g -A --format '%b\n' t
+	assert_output x
+	unset MQ_LIBPQ
+	run -0 mq-send t x
 	assert_output 1
 }
 

@@ -7,7 +7,8 @@
  * deliver.c (append, claim, settle, consumer liveness), mark.c (cancel,
  * delay), outbox.c (moving an outbox's rows, through send.sql's
  * send()), log.c (reading, moving, redriving, tracing, purging), wait.c
- * (LISTEN/NOTIFY).
+ * (LISTEN/NOTIFY), pq.c (loading libpq: every PQ... call goes through
+ * pq.h's pointers).
  *
  * Every operation is one transaction (READ COMMITTED) that locks rows in
  * one order: topic, then group, then deliveries.  A deadlock or
@@ -18,6 +19,7 @@
 #define MQ_PG_H
 
 #include <libpq-fe.h>
+#include "pq.h"		/* after libpq-fe.h: PQexec is pq_PQexec ... */
 
 #include "../backend.h"
 
