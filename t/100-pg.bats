@@ -333,3 +333,35 @@ dump() {
 	run --separate-stderr mq-lag -d "postgresql://mq@127.0.0.1:$MQ_PG_PORT/mq?nosuch=1"
 	one_line_error 64
 }
+
+# trips ARGS...: the round trips the command made (MQ_PG_TRIPS), its
+# stdout to the file out.
+trips() {
+	MQ_PG_TRIPS=1 "$@" >out 2>trips.err || fail "$*: $(cat trips.err)"
+	sed -n 's/^mq-[a-z]*: \([0-9]*\) round trips$/\1/p' trips.err
+}
+
+@test "round trips, by difference: a send batch 1, a claim 2 (of a group as this consumer left it), an ack batch 2" {
+	mq-topic create t >/dev/null
+	a=$(trips mq-send t x)
+	b=$(trips mq-send t x y)	# one batch of two
+	seq 600 | mq-send -q t
+	mq-topic group t g >/dev/null
+	mq-topic group t h >/dev/null
+	c1=$(trips mq-recv -n 256 -g g t)
+	c2=$(trips mq-recv -n 512 -g h t)	# two claims of 256
+	cut -f1 out >receipts
+	assert_equal "$((b - a))" 0
+	assert_equal "$((c2 - c1))" 2
+	k1=$(trips mq-ack "$(sed -n 1p receipts)")
+	k2=$(trips mq-ack "$(sed -n 2p receipts)" "$(sed -n 3p receipts)")
+	assert_equal "$((k2 - k1))" 0
+	# a pause between two receipts on stdin: two batches
+	k3=$(trips sh -c "(sed -n 4p receipts; sleep 0.3; sed -n 5p receipts) |
+	    mq-ack")
+	assert_equal "$((k3 - k1))" 2
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'acked'")" 5
+	s1=$(trips sh -c "printf 'a\nb\n' | mq-send t")
+	s2=$(trips sh -c "(echo a; sleep 0.3; echo b) | mq-send t")
+	assert_equal "$((s2 - s1))" 1
+}
