@@ -312,7 +312,8 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "unnest($2::bytea[]) "
 	    "WITH ORDINALITY AS u(b, o)) SELECT first, CASE WHEN $9::text IS "
 	    "NOT NULL THEN pg_notify($9 || id, '') END, "
-	    "set_config('synchronous_commit', 'off', true) FROM t", 11,
+	    "set_config('synchronous_commit', 'off', true), "
+	    "set_config('mq.end', (first + $3)::text, false) FROM t", 11,
 	    v, len, fmt, a->topic, "cannot store messages");
 	free(bodies);
 	if (!r)
@@ -591,8 +592,9 @@ idem_look(struct claimer *k, PGresult *r, int mc, int dc, int bc)
 	b = pg_qc(k->q, "cannot read business ids", "SELECT c.off, EXISTS "
 	    "(SELECT 1 FROM delivery e WHERE e.grp = $1 AND e.bid = b.bid AND "
 	    "e.state = 1 AND e.due > $2) FROM unnest($3::text[]) WITH "
-	    "ORDINALITY AS b(bid, i) LEFT JOIN consumed c ON c.grp = $1 AND "
-	    "c.bid = b.bid AND c.ts > $4 ORDER BY b.i", 4, pg_int(k->q, k->g.id),
+	    "ORDINALITY AS b(bid, i) LEFT JOIN LATERAL (SELECT off FROM "
+	    "consumed WHERE grp = $1 AND bid = b.bid AND ts > $4 OFFSET 0) c "
+	    "ON true ORDER BY b.i", 4, pg_int(k->q, k->g.id),
 	    pg_int(k->q, k->now), pg_arr_end(&ids),
 	    pg_int(k->q, k->now - k->g.idem_window));
 	pg_arr_free(&ids);
@@ -689,13 +691,13 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 #define BOUND	"nullif(current_setting('mq.bound', true), '')::bigint"
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.off < d.off " \
-	"AND e.state < 2))"
+	"AND e.state < 2 OFFSET 0))"
 #define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.state = 1 AND " \
 	"e.off <> d.off) < (SELECT per_key FROM grp WHERE id = $1))"
 #define DUE_IDEM " AND (d.bid IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.bid = d.bid AND e.state = 1 " \
-	"AND e.due > $2 AND e.off <> d.off))"
+	"AND e.due > $2 AND e.off <> d.off OFFSET 0))"
 #define DUE_END " ORDER BY d.due, d.off LIMIT $3 FOR UPDATE OF d SKIP LOCKED"
 
 /* The due rows' statement for g's settings. */
@@ -1170,7 +1172,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct pg_claimed *was;
 	PGresult *r, *res[PG_PIPE_MAX];
 	char lsn[32];
-	int64_t gone0, pos0, t0 = 0, when, now0;
+	int64_t gone0, pos0, t0 = 0, when, now0, hi;
 	int rc, i, nd = -1;
 
 	memset(&k, 0, sizeof k);
@@ -1299,8 +1301,13 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		    pg_int(q, k.g.id), pg_int(q, k.now));
 	}
 	/* a claim need not be durable (it would be made again), what it
-	   hands out must be; an auto-ack must */
-	pg_pipe_commit(q, &p, c->autoack || k.n > 0, c->autoack || !lsn[0] ?
+	   hands out must be (unless an append's NOTIFY said so already:
+	   NOTIFY_SQL in pg.c); an auto-ack must */
+	for (i = 0, hi = 0; i < k.n; i++)
+		if (out[i].off > hi)
+			hi = out[i].off;
+	pg_pipe_commit(q, &p, c->autoack || (k.n > 0 &&
+	    hi >= pg_durable_below(q, k.t.id)), c->autoack || !lsn[0] ?
 	    NULL : lsn);
 	i = p.n;
 	if (pg_pipe_run(q, &p, res) < 0)
@@ -1372,7 +1379,9 @@ group_of(struct pgq *q, struct gcache **gc, int *ngc,
 	return 0;
 }
 
-#define LIVE "d.grp = $1 AND d.off = $2 AND d.state = 1 AND " \
+/* (state + 0: by the primary key, never by delivery_due, which holds
+   every row of the group in flight: see prepared() in pg.c) */
+#define LIVE "d.grp = $1 AND d.off = $2 AND d.state + 0 = 1 AND " \
 	"d.attempt = $3 AND d.token = $4"
 
 /* One receipt; its outcome, -1 when it matched no live delivery. */
@@ -1520,12 +1529,17 @@ queue_acks(struct pgq *q, struct gcache *c, struct pg_pipe *p)
 {
 	int64_t n0 = pg_n_take(c->na);
 
+	/* (each receipt's row looked up by its key, then deleted where it
+	   was found: no plan joins all of the group's rows to the receipts;
+	   a row changed since is passed by, its receipt then stale) */
 	pg_pipe_q(q, p, "cannot settle delivery", "WITH v AS (SELECT * FROM "
 	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
-	    "gone AS (DELETE FROM delivery d USING v WHERE d.grp = $1 AND "
-	    "d.off = ANY($2::bigint[]) AND "
-	    "d.off = v.off AND d.state = 1 AND d.attempt = v.a AND "
-	    "d.token = v.t RETURNING d.off, d.attempt, d.token, d.since, "
+	    "k AS (SELECT x.ctid AS c FROM v CROSS JOIN LATERAL (SELECT ctid "
+	    "FROM delivery d WHERE d.grp = $1 AND d.off = v.off AND "
+	    "d.state + 0 = 1 AND d.attempt = v.a AND d.token = v.t OFFSET 0) "
+	    "x), "
+	    "gone AS (DELETE FROM delivery d WHERE d.ctid = ANY(ARRAY(SELECT c "
+	    "FROM k)) RETURNING d.off, d.attempt, d.token, d.since, "
 	    "d.host, d.pid, d.bid), b AS (INSERT INTO consumed (grp, bid, off, "
 	    "ts) SELECT DISTINCT ON (bid) $1, bid, off, $5 FROM gone WHERE bid "
 	    "IS NOT NULL ORDER BY bid, off DESC ON CONFLICT (grp, bid) DO "

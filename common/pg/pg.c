@@ -198,10 +198,15 @@ pg_int(struct pgq *q, int64_t v)
  * Tells the waiters of topic $2 ($1: the channels' prefix), in a
  * transaction after the flush's: a NOTIFY holds the database's lock of
  * notifying transactions until its commit ends, and so would make
- * concurrent writers take turns at the flush.
+ * concurrent writers take turns at the flush.  Its payload is the end of
+ * the append just flushed (mq.end, set by the append): every offset
+ * below it is durable, since a topic's appends commit in the order of
+ * their offsets (deliver.c), so their commits are in the WAL before it.
+ * A claim that hands out only offsets below it need not flush (claim in
+ * deliver.c); a waiter keeps the highest it heard (wait.c).
  */
-#define NOTIFY_SQL "SELECT pg_notify($1::text || id, '') FROM topic " \
-	"WHERE name = $2"
+#define NOTIFY_SQL "SELECT pg_notify($1::text || id, coalesce(" \
+	"current_setting('mq.end', true), '')) FROM topic WHERE name = $2"
 #define NOTIFY_ALL_SQL "SELECT pg_notify(c, '') FROM unnest($1::text[]) c"
 
 static int
@@ -251,26 +256,26 @@ pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
  * that its address names it) is prepared once a session (pg_session
  * forgets them all, as a new session has none), in the same round trip
  * as its first run, and from then on only executed: the server does not
- * parse it again.  Its plan is made for each run's values
- * (plan_cache_mode, pg_session), from the tables as they are then: a plan
- * made once, from statistics taken when a table was empty, read all of a
- * group's deliveries for each message a claim handed out (90 ms a claim
- * with a few thousand in flight), and seq scans are off for the same
- * reason (an empty table's looks cheapest) with JIT, which a plan whose
- * cost counts them as off would set off.  The hot statements are written
- * so that the plan holds whatever the statistics: by key, a range of a
- * key in its index's order with a LIMIT, a lookup by key made LATERAL
- * and fenced by OFFSET 0.  The append, whose planning cost more than its
- * run (0.35 ms against 0.15-0.19 ms, pgbench -M prepared), is planned
- * once (pg_run_flush): it reads only the topic's row.  Names carry the
- * session's random tag, so that a session a pooler hands on with another
- * client's statements still in it is no trouble.  Returns 0 when it is
- * prepared already, 1 when it is to be now, -1 to run it plain; its name
- * in name.
+ * parse it again, nor plan it again: the session's plan_cache_mode is
+ * force_generic_plan (pg_session).  Planning each run for its values cost
+ * more than most runs (an append: 0.35 ms against 0.15-0.19 ms, pgbench
+ * -M prepared; a claim of one message, a millisecond), and a plan may be
+ * made while a table is empty: so the hot statements are written so that
+ * the one plan holds whatever the sizes and statistics, by key, a range
+ * of a key in its index's order with a LIMIT, each lookup by key of one
+ * row per row of another LATERAL (or EXISTS) and fenced by OFFSET 0,
+ * deletes of rows found so by ctid = ANY(ARRAY(...)), a condition on
+ * a partial index's column written so that the index cannot serve it
+ * (state + 0) where the key should: a join the planner
+ * was free to make read all of a group's deliveries once for each message
+ * a claim handed out (90 ms a claim with a few thousand in flight).  Seq
+ * scans are off for the session, since an empty table's looks cheapest,
+ * and JIT too, which a plan whose cost counts them as off would set off
+ * (300 ms a look for dead consumers).  Names carry the session's random
+ * tag, so that a session a pooler hands on with another client's
+ * statements still in it is no trouble.  Returns 0 when it is prepared
+ * already, 1 when it is to be now, -1 to run it plain; its name in name.
  */
-#define GENERIC_SQL	"SELECT set_config('plan_cache_mode', " \
-	"'force_generic_plan', true)"
-
 static int
 prepared(struct pgq *q, const char *sql, char *name, size_t len)
 {
@@ -687,10 +692,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	chan[strlen(chan) - 1] = '\0';		/* mq_<lockspace>_ */
 	nv[0] = chan;
 	q->committing = 1;
-	/* its plan made once, not at each run (see prepared): it reads
-	   only the topic's row, by its name */
-	if (!PQenterPipelineMode(q->conn) || !PQsendQueryParams(q->conn,
-	    GENERIC_SQL, 0, NULL, NULL, NULL, NULL, 0) || (prep &&
+	if (!PQenterPipelineMode(q->conn) || (prep &&
 	    !PQsendPrepare(q->conn, name, sql, n, NULL)) ||
 	    !PQsendQueryPrepared(q->conn, name, n, v, len, fmt, 0) ||
 	    !PQpipelineSync(q->conn) || (fprep &&
@@ -705,7 +707,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	pipe_part(q, &r, &err);
 	if (err) {		/* the statement failed: no flush to wait for */
 		if (prep)
-			unprepare(q, sql, 1);	/* after GENERIC_SQL */
+			unprepare(q, sql, 0);
 		PQclear(r);
 		r = NULL;
 		pipe_part(q, &r, &flushed);
@@ -1049,7 +1051,7 @@ pg_session(struct pgq *q)
 	    "SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000%s%s",
 	    (long long)q->busy, q->async ? "; SET synchronous_commit = off" :
 	    "", PQserverVersion(q->conn) >= 120000 ?
-	    "; SET plan_cache_mode = force_custom_plan; "
+	    "; SET plan_cache_mode = force_generic_plan; "
 	    "SET enable_seqscan = off; SET jit = off" : "");
 	r = PQexec(q->conn, sql);
 	q->trips++;

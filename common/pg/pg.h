@@ -56,6 +56,11 @@ struct pgq {
 	int		 pipe_oks;	/* statements that went through */
 	int64_t		*notify;	/* topics to tell after the commit */
 	int		 nnotify;
+	struct {			/* what its waiter heard (wait.c) */
+		int64_t		 topic;
+		int64_t		 below;	/* offsets below it are durable */
+	}		 durable[MQ_LANES_MAX];
+	int		 ndurable;
 	struct pg_claimed {		/* each lane's group as its last
 					   claim left it (deliver.c) */
 		char		 topic[MQ_NAME_MAX + 1];
@@ -159,6 +164,9 @@ void	 pg_arr_int(struct pg_arr *, int64_t);
 void	 pg_arr_str(struct pg_arr *, const char *);	/* NULL: NULL */
 const char *pg_arr_end(struct pg_arr *);
 void	 pg_arr_free(struct pg_arr *);
+
+int64_t	 pg_durable_below(struct pgq *, int64_t topic);
+void	 pg_heard_durable(struct pgq *, int64_t topic, int64_t below);
 
 /* deliver.c */
 int	 pg_history(struct pgq *, int64_t grp, int64_t off, int attempt,

@@ -928,3 +928,37 @@ pg_arr_free(struct pg_arr *a)
 	free(a->s);
 	memset(a, 0, sizeof *a);
 }
+
+/*
+ * Offsets of topic below this are durable, as the last append's NOTIFY
+ * that this session heard said (NOTIFY_SQL in pg.c); 0: none heard.
+ */
+int64_t
+pg_durable_below(struct pgq *q, int64_t topic)
+{
+	int i;
+
+	for (i = 0; i < q->ndurable; i++)
+		if (q->durable[i].topic == topic)
+			return q->durable[i].below;
+	return 0;
+}
+
+void
+pg_heard_durable(struct pgq *q, int64_t topic, int64_t below)
+{
+	int i;
+
+	for (i = 0; i < q->ndurable && q->durable[i].topic != topic; i++)
+		;
+	if (i == q->ndurable) {
+		if (i == MQ_LANES_MAX)
+			i = 0;		/* (a waiter has at most that many) */
+		else
+			q->ndurable++;
+		q->durable[i].topic = topic;
+		q->durable[i].below = 0;
+	}
+	if (below > q->durable[i].below)
+		q->durable[i].below = below;
+}

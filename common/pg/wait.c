@@ -172,6 +172,21 @@ which(struct pgq *q, struct pg_waiter *w, const char *channel)
 	return bits;
 }
 
+/* An append's NOTIFY said offsets below end of topics bits are durable. */
+static void
+heard(struct pgq *q, struct pg_waiter *w, uint32_t bits, const char *end)
+{
+	char *e;
+	long long v = strtoll(end, &e, 10);
+	int i;
+
+	if (*e || v <= 0)
+		return;
+	for (i = 0; i < w->n; i++)
+		if (bits & (uint32_t)1 << i)
+			pg_heard_durable(q, w->id[i], v);
+}
+
 /*
  * Returns 2 when a NOTIFY said a topic changed, with *changed saying
  * which, 1 when one may have (a signal, the safety look, a reconnect), 0
@@ -199,6 +214,8 @@ pg_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 		while ((n = PQnotifies(q->conn))) {
 			if (!(bits = which(q, w, n->relname)))
 				made = 1;	/* channel 0: a topic was made */
+			else if (*n->extra)	/* an append's end, flushed */
+				heard(q, w, bits, n->extra);
 			*changed |= bits;
 			PQfreemem(n);
 		}
