@@ -143,6 +143,7 @@ mq_follow(struct mq *q, struct mq_follow *f)
 	int64_t now, next_due, reaped, beat, wake, every = MEMBER_BEAT;
 	int64_t idle = mq_idle_ms(q);
 	int i, k, want, turn = 0, running = 0, stopped = 0, status = 0;
+	int quiet = 0, rc;
 	uint32_t changed;
 	char *note = creating(q, f);
 
@@ -191,13 +192,14 @@ mq_follow(struct mq *q, struct mq_follow *f)
 				mq_reap(q, L[i].c.topic, f->c.group);
 			reaped = now;
 		}
-		next_due = INT64_MAX;
+		if (!quiet)
+			next_due = INT64_MAX;
 		want = CHUNK;
 		if (f->limit && want > f->limit - f->taken)
 			want = (int)(f->limit - f->taken);
 		if (f->want)
 			want = f->want(f, want);
-		if (!stopped && want > 0) {
+		if (!stopped && want > 0 && !quiet) {
 			k = claim(q, f, L, &turn, msgs, want, &next_due);
 			if (note) {	/* made by now */
 				fputs(note, stderr);
@@ -240,10 +242,13 @@ mq_follow(struct mq *q, struct mq_follow *f)
 		if (f->stop_at && !stopped && f->stop_at < wake)
 			wake = f->stop_at;
 		changed = 0;
-		if (mq_wait(w, wake, &changed) == 2)
+		if ((rc = mq_wait(w, wake, &changed)) == 2)
 			for (i = 0; i < f->nlanes; i++)
 				if (changed & (uint32_t)1 << i)
 					L[i].c.woken = 1;
+		/* nothing committed, nothing due, no handler: no look */
+		quiet = rc == MQ_WAIT_QUIET && running == 0 &&
+		    mq_now() < next_due;
 	}
 	for (i = 0; i < f->nlanes && f->member; i++)
 		mq_leave(q, L[i].member);	/* gives back what it holds */

@@ -527,9 +527,13 @@ int64_t	 mq_busy_timeout(void);
  * Waiting until one of n topics (up to MQ_LANES_MAX) may have something
  * new, in one sleep: 2 a writer changed one, and *changed (when not
  * NULL) has bit i set for each topics[i] changed; 1 one may have changed
- * (or a signal came); 0 the time came.
+ * (or a signal came); 0 the time came; MQ_WAIT_QUIET the time came, and
+ * the backend can tell that nothing was committed to the topics since
+ * the waiter was made or last returned 1 or 2, so a look would find
+ * what the last one found (SQLite: see sqlite/wait.c).
  */
 #define MQ_LANES_MAX	32
+#define MQ_WAIT_QUIET	3
 struct mq_waiter;
 struct mq_waiter *mq_waiter_new(struct mq *, const char *const *topics,
 	    int n);

@@ -623,3 +623,30 @@ ago"
 	mq-send -q q7 wake
 	wait_for 30 grep -qx $'.*\twake' f7.out
 }
+
+@test "a message that a program that is not mq commits reaches a follower, also while mq writes to other topics" {
+	sqlite_only "SQLite's data_version: PostgreSQL's followers look every 5 seconds"
+	mq-topic create t >/dev/null
+	mq-topic create busy >/dev/null
+	bg out mq-recv -f -g g --format '%b\n' t
+	has_group() {
+		[ "$(sql "SELECT count(*) FROM grp WHERE name = 'g'")" = 1 ]
+	}
+	wait_for 5 has_group
+	sleep 1.5	# its looks of every second have begun
+	by_hand() {	# a message appended by hand, as sqlite3 would
+		sql "INSERT INTO msg (topic, off, ts, due, body) SELECT id,
+		    next_off, strftime('%s', 'now') * 1000,
+		    strftime('%s', 'now') * 1000, '$1' FROM topic
+		    WHERE name = 't';
+		    UPDATE topic SET next_off = next_off + 1, msgs = msgs + 1
+		    WHERE name = 't'"
+	}
+	by_hand quiet
+	wait_for 3 grep -qx quiet out || fail "not seen in 3s: $(cat out)"
+	bg busy.out sh -c 'while :; do mq-send -q busy x || exit; sleep 0.05; done'
+	sleep 1.5
+	by_hand busy
+	# within five of its looks (mq(1): every fifth change)
+	wait_for 8 grep -qx busy out || fail "not seen in 8s: $(cat out)"
+}

@@ -12,8 +12,12 @@
  *
  * Writers that are not mq (the sqlite3 shell) bump nothing: every second
  * a waiter asks PRAGMA data_version, which changes whenever another
- * connection committed, unless its caller wants it back by then (a
- * follower looks at its topics once a second of its own).  Without the -mq file, or with a topic that does
+ * connection committed.  A waiter back at its caller's time says whether
+ * anything was committed since it last looked (MQ_WAIT_QUIET when not), so
+ * that a follower's look of every second is a question, not a claim:
+ * when mq's writers commit to other topics, data_version changes all the
+ * same, and the waiter says so only every QUIET_MAX looks, so that such a
+ * commit by a writer that is not mq is seen within as many seconds.  Without the -mq file, or with a topic that does
  * not exist yet, it asks every 50ms.
  */
 #include <errno.h>
@@ -25,6 +29,7 @@
 
 #define SAFETY_MS	1000
 #define FALLBACK_MS	50
+#define QUIET_MAX	5
 
 struct sq_waiter {
 	struct mq_waiter base;
@@ -33,6 +38,7 @@ struct sq_waiter {
 	uint32_t	*slot[MQ_LANES_MAX];	/* [0] NULL: polls */
 	uint32_t	 seen[MQ_LANES_MAX];
 	int64_t		 dv;
+	int		 quiet;		/* times the time came since a look */
 };
 
 static uint32_t *volatile poked;
@@ -122,17 +128,28 @@ sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 		if ((*changed = moved(w)))
 			return 2;
 		now = mq_now();
-		/* a caller back by then looks itself (follow.c, once a
-		   second): no second look for it */
 		if (now >= look && look < until) {
 			if ((dv = sq_data_version(q)) != w->dv) {
 				w->dv = dv;
+				w->quiet = 0;
 				return 1;
 			}
 			look = now + (w->slot[0] ? SAFETY_MS : FALLBACK_MS);
 		}
-		if (now >= until)
+		if (now >= until) {
+			if (!w->slot[0])
+				return 0;
+			/* quiet: nothing at all, or only writers of mq
+			   elsewhere, short of every QUIET_MAX-th time */
+			dv = sq_data_version(q);
+			if (dv == w->dv || ++w->quiet < QUIET_MAX) {
+				w->dv = dv;
+				return MQ_WAIT_QUIET;
+			}
+			w->dv = dv;
+			w->quiet = 0;
 			return 0;
+		}
 		ms = (until < look ? until : look) - now;
 		if (w->slot[0]) {
 			sq_slot_wait(q, w->n, w->topic, w->slot, w->seen, ms);
