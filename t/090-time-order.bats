@@ -642,11 +642,12 @@ ago"
 		    UPDATE topic SET next_off = next_off + 1, msgs = msgs + 1
 		    WHERE name = 't'"
 	}
+	sleep 5		# nothing looked at for five seconds
 	by_hand quiet
 	wait_for 3 grep -qx quiet out || fail "not seen in 3s: $(cat out)"
 	bg busy.out sh -c 'while :; do mq-send -q busy x || exit; sleep 0.05; done'
 	sleep 1.5
 	by_hand busy
-	# within five of its looks (mq(1): every fifth change)
+	# within five seconds of its last look (mq-recv(1))
 	wait_for 8 grep -qx busy out || fail "not seen in 8s: $(cat out)"
 }

@@ -13,11 +13,13 @@
  * Writers that are not mq (the sqlite3 shell) bump nothing: every second
  * a waiter asks PRAGMA data_version, which changes whenever another
  * connection committed.  A waiter back at its caller's time says whether
- * anything was committed since it last looked (MQ_WAIT_QUIET when not), so
- * that a follower's look of every second is a question, not a claim:
- * when mq's writers commit to other topics, data_version changes all the
- * same, and the waiter says so only every QUIET_MAX looks, so that such a
- * commit by a writer that is not mq is seen within as many seconds.  Without the -mq file, or with a topic that does
+ * anything was committed since its caller last looked (MQ_WAIT_QUIET when
+ * not), so that a follower's look of every second is a question, not a
+ * claim.  When mq's writers commit to other topics, data_version changes
+ * all the same: a change is told at once when the caller last looked
+ * QUIET_MS ago or more, else when that time has come, so that a commit
+ * by a writer that is not mq is seen within a second on a database where
+ * nothing else was committed, and within QUIET_MS where mq writes.  Without the -mq file, or with a topic that does
  * not exist yet, it asks every 50ms.
  */
 #include <errno.h>
@@ -29,7 +31,7 @@
 
 #define SAFETY_MS	1000
 #define FALLBACK_MS	50
-#define QUIET_MAX	5
+#define QUIET_MS	5000
 
 struct sq_waiter {
 	struct mq_waiter base;
@@ -37,8 +39,8 @@ struct sq_waiter {
 	int64_t		 topic[MQ_LANES_MAX];
 	uint32_t	*slot[MQ_LANES_MAX];	/* [0] NULL: polls */
 	uint32_t	 seen[MQ_LANES_MAX];
-	int64_t		 dv;
-	int		 quiet;		/* times the time came since a look */
+	int64_t		 dv;		/* as its caller last looked */
+	int64_t		 looked;	/* when */
 };
 
 static uint32_t *volatile poked;
@@ -77,6 +79,7 @@ sq_waiter(struct mq *mq, const char *const *topics, int n)
 		mq_on_signal(poke);
 	}
 	w->dv = sq_data_version(q);
+	w->looked = mq_now();
 	return &w->base;
 }
 
@@ -109,6 +112,20 @@ moved(struct sq_waiter *w)
 }
 
 /*
+ * rc, after which the caller looks: when, and data_version then, dv (0:
+ * not asked, a wake on a slot; then a change it made is looked at again
+ * once QUIET_MS have passed, not before).
+ */
+static int
+looked(struct sq_waiter *w, int64_t dv, int rc)
+{
+	if (dv)
+		w->dv = dv;
+	w->looked = mq_now();
+	return rc;
+}
+
+/*
  * Returns 2 when a writer changed a topic since the last return (or the
  * waiter's creation), with *changed saying which; 1 when one may have
  * changed (a writer that is not mq; a signal: the caller looks at
@@ -126,29 +143,21 @@ sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 
 	for (;;) {
 		if ((*changed = moved(w)))
-			return 2;
+			return looked(w, 0, 2);
 		now = mq_now();
 		if (now >= look && look < until) {
-			if ((dv = sq_data_version(q)) != w->dv) {
-				w->dv = dv;
-				w->quiet = 0;
-				return 1;
-			}
+			if ((dv = sq_data_version(q)) != w->dv)
+				return looked(w, dv, 1);
 			look = now + (w->slot[0] ? SAFETY_MS : FALLBACK_MS);
 		}
 		if (now >= until) {
-			if (!w->slot[0])
-				return 0;
-			/* quiet: nothing at all, or only writers of mq
-			   elsewhere, short of every QUIET_MAX-th time */
+			/* nothing since the caller looked, or not yet
+			   QUIET_MS since (mq writing elsewhere, maybe) */
 			dv = sq_data_version(q);
-			if (dv == w->dv || ++w->quiet < QUIET_MAX) {
-				w->dv = dv;
+			if (w->slot[0] && (dv == w->dv ||
+			    now - w->looked < QUIET_MS))
 				return MQ_WAIT_QUIET;
-			}
-			w->dv = dv;
-			w->quiet = 0;
-			return 0;
+			return looked(w, dv, 0);
 		}
 		ms = (until < look ? until : look) - now;
 		if (w->slot[0]) {
