@@ -313,7 +313,8 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "WITH ORDINALITY AS u(b, o)) SELECT first, CASE WHEN $9::text IS "
 	    "NOT NULL THEN pg_notify($9 || id, '') END, "
 	    "set_config('synchronous_commit', 'off', true), "
-	    "set_config('mq.end', (first + $3)::text, false) FROM t", 11,
+	    "set_config('mq.end', id || ' ' || (first + $3), false) FROM t",
+	    11,
 	    v, len, fmt, a->topic, "cannot store messages");
 	free(bodies);
 	if (!r)

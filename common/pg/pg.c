@@ -199,14 +199,18 @@ pg_int(struct pgq *q, int64_t v)
  * transaction after the flush's: a NOTIFY holds the database's lock of
  * notifying transactions until its commit ends, and so would make
  * concurrent writers take turns at the flush.  Its payload is the end of
- * the append just flushed (mq.end, set by the append): every offset
- * below it is durable, since a topic's appends commit in the order of
- * their offsets (deliver.c), so their commits are in the WAL before it.
- * A claim that hands out only offsets below it need not flush (claim in
- * deliver.c); a waiter keeps the highest it heard (wait.c).
+ * the session's last append to the topic, flushed now (mq.end, "TOPIC
+ * END", set by the append; an append that failed left the one before,
+ * flushed before): every offset below it is durable, since a topic's
+ * appends commit in the order of their offsets (deliver.c), so their
+ * commits are in the WAL before it.  A claim that hands out only offsets
+ * below it need not flush (claim in deliver.c); a waiter keeps the
+ * highest it heard (wait.c).
  */
-#define NOTIFY_SQL "SELECT pg_notify($1::text || id, coalesce(" \
-	"current_setting('mq.end', true), '')) FROM topic WHERE name = $2"
+#define NOTIFY_SQL "SELECT pg_notify($1::text || id, CASE WHEN " \
+	"split_part(current_setting('mq.end', true), ' ', 1) = id::text " \
+	"THEN split_part(current_setting('mq.end', true), ' ', 2) ELSE '' " \
+	"END) FROM topic WHERE name = $2"
 #define NOTIFY_ALL_SQL "SELECT pg_notify(c, '') FROM unnest($1::text[]) c"
 
 static int
