@@ -1278,6 +1278,10 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		if ((rc = claim_due(&k, 0)) < 0)
 			goto retry;
 	} while (rc > 0 && k.n < k.max && k.gone > gone0);
+	if (k.n && k.pre_new) {	/* read for all of max: only the rest now */
+		PQclear(k.pre_new);
+		k.pre_new = NULL;
+	}
 	while (k.n < k.max) {
 		pos0 = k.pos;
 		if (claim_new(&k) < 0)
