@@ -78,7 +78,7 @@ struct pgq {
  * the write's BEGIN first when it is not sent yet), pg_pipe_run sends the
  * sync and reads each result in order into r[].
  */
-#define PG_PIPE_MAX	12
+#define PG_PIPE_MAX	16
 struct pg_pipe {
 	int		 n;			/* statements queued */
 	int		 skip;			/* results before the first */
