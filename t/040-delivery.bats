@@ -646,3 +646,24 @@ delivered() {
 	assert_output '2 1 two'
 	assert_equal "$(sql "SELECT count(*) FROM delivery WHERE state = 2")" 1
 }
+
+@test "a claim that meets due retries and new messages at once hands out no more than it asks for" {
+	# a follower's claim on PostgreSQL reads new messages ahead, for all
+	# it asks, before its due rows took their share: -n 10 printed the
+	# three retries and ten new messages (and a claim of 256 with due
+	# rows wrote past the end of its array)
+	mq-send -q t a b c
+	bg out mq-recv -g g -f -n 10 --format '%r %b\n' t
+	has() { [ "$(wc -l <out)" -ge "$1" ]; }
+	wait_for 30 has 3 || fail "the first three never came: $(cat out)"
+	run -0 mq-topic group t g --pause forever
+	cut -d' ' -f1 out | mq-ack --fail --delay 0
+	seq 10 | mq-send -q t
+	run -0 mq-topic group t g --resume
+	finish "$BG" 30
+	[ "$ST" = 0 ] || fail "exit $ST: $(cat out)"
+	assert_equal "$(wc -l <out)" 10
+	assert_equal "$(cut -d' ' -f2 out | tr '\n' ' ')" "a b c a b c 1 2 3 4 "
+	run -0 mq-lag --json t g
+	jtrue '.position == 8' <<<"$output"
+}

@@ -561,19 +561,20 @@ struct idem {
 static void idem_free(struct idem *, int);
 
 /*
- * The business ids of the rows of r (the message's columns from mc on,
- * its dedup id at dc, the id its delivery row has at bc, -1: none), and
- * what the group knows of each, in one statement (one snapshot: an ack
- * that ends a lease has stored its id, or the lease is there).
+ * The business ids of the first n rows of r (the message's columns from
+ * mc on, its dedup id at dc, the id its delivery row has at bc, -1:
+ * none), and what the group knows of each, in one statement (one
+ * snapshot: an ack that ends a lease has stored its id, or the lease is
+ * there).
  */
 static struct idem *
-idem_look(struct claimer *k, PGresult *r, int mc, int dc, int bc)
+idem_look(struct claimer *k, PGresult *r, int n, int mc, int dc, int bc)
 {
 	struct pg_arr ids = { 0 };
 	struct idem *x;
 	struct mq_msg m;
 	PGresult *b;
-	int i, n = PQntuples(r);
+	int i;
 
 	x = mq_array(NULL, (size_t)n, sizeof *x);
 	for (i = 0; i < n; i++) {
@@ -746,7 +747,7 @@ claim_due(struct claimer *k, int64_t lo)
 			return PG_RETRY;
 	}
 	n = PQntuples(r);
-	if (n && *k->g.idem && !(id = idem_look(k, r, 8, 15, 16))) {
+	if (n && *k->g.idem && !(id = idem_look(k, r, n, 8, 15, 16))) {
 		PQclear(r);
 		return PG_RETRY;
 	}
@@ -891,8 +892,11 @@ claim_new(struct claimer *k)
 		    pg_int(q, k->t.id), pg_int(q, k->pos), pg_int(q, want),
 		    pg_int(q, k->g.id))))
 			goto retry;
-		n = PQntuples(r);
-		if (n && *k->g.idem && !(x = idem_look(k, r, 0, 9, -1))) {
+		/* read ahead (claim) for max, before the due rows took
+		   their share of it: no more than want of them */
+		if ((n = PQntuples(r)) > want)
+			n = want;
+		if (n && *k->g.idem && !(x = idem_look(k, r, n, 0, 9, -1))) {
 			PQclear(r);
 			goto retry;
 		}
@@ -1278,10 +1282,6 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		if ((rc = claim_due(&k, 0)) < 0)
 			goto retry;
 	} while (rc > 0 && k.n < k.max && k.gone > gone0);
-	if (k.n && k.pre_new) {	/* read for all of max: only the rest now */
-		PQclear(k.pre_new);
-		k.pre_new = NULL;
-	}
 	while (k.n < k.max) {
 		pos0 = k.pos;
 		if (claim_new(&k) < 0)
