@@ -258,3 +258,30 @@ state() {
 	run -0 sql 'SELECT count(*) FROM delivery'
 	assert_output 0
 }
+
+@test "a batch of receipts of many groups settles in one go: fails, and acks of ordered groups" {
+	# (PostgreSQL settles a batch in a pipeline, with the commit, its
+	# flush and the wake-ups of the waiters after it: the statements of
+	# twelve groups (six with acks and fails) and a commit of five ran
+	# out of room, 70 "pipeline full")
+	local i
+	for i in $(seq 12); do
+		mq-topic group "t$i" o --ordered >/dev/null
+		mq-send -q -k k "t$i" "a$i" "b$i"
+		mq-recv -g o --format '%r\n' "t$i" >>fail
+		mq-recv -g g --format '%r\n' "t$i" >>plain
+	done
+	run -0 --separate-stderr mq-ack --fail --delay 0 <fail
+	assert_equal "$stderr" ""
+	for i in $(seq 12); do
+		mq-recv -g o --format '%r\n' "t$i" >>ack
+	done
+	run -0 --separate-stderr mq-ack <ack
+	assert_equal "$stderr" ""
+	run -0 --separate-stderr mq-ack <plain
+	assert_equal "$stderr" ""
+	run -0 sql "SELECT count(*) FROM delivery"
+	assert_output 0
+	run -0 sql "SELECT count(*) FROM history WHERE event = 'acked'"
+	assert_output 24
+}

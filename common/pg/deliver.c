@@ -1639,7 +1639,8 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 	memset(&p, 0, sizeof p);
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
-		if (p.n + 3 > PG_PIPE_MAX) {	/* room for the commit */
+		/* room for this group's two and the commit's */
+		if (p.n + 2 + PG_PIPE_COMMIT > PG_PIPE_MAX) {
 			if (pg_pipe_run(q, &p, res) < 0)
 				goto retry;
 			for (j = 0; j < nat; j++) {

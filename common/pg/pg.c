@@ -496,8 +496,8 @@ pg_pipe_run(struct pgq *q, struct pg_pipe *p, PGresult **r)
 
 /*
  * Queues the commit of the write on p, and for flush (unless MQ_SYNC is
- * normal) the wait for the WAL's flush up to lsn (NULL: all it holds).
- * After pg_pipe_run, pg_pipe_done.
+ * normal) the wait for the WAL's flush up to lsn (NULL: all it holds):
+ * up to PG_PIPE_COMMIT statements.  After pg_pipe_run, pg_pipe_done.
  */
 void
 pg_pipe_commit(struct pgq *q, struct pg_pipe *p, int flush, const char *lsn)

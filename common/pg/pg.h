@@ -79,6 +79,7 @@ struct pgq {
  * sync and reads each result in order into r[].
  */
 #define PG_PIPE_MAX	16
+#define PG_PIPE_COMMIT	5	/* what pg_pipe_commit queues, at most */
 struct pg_pipe {
 	int		 n;			/* statements queued */
 	int		 skip;			/* results before the first */
