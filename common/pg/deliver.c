@@ -676,15 +676,18 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
  * and leases that ran out (at max attempts: dead letters, no slot), at
  * offsets from lo to the group's position: a row after it (rescheduled
  * before it was handed out) waits for the position, as in
- * ../sqlite/deliver.c.
+ * ../sqlite/deliver.c.  (off + 0: by delivery_due, the rows due, never
+ * by the primary key's range of offsets, which in a generic plan looks
+ * narrow and holds every delivery of the group, in flight or not: see
+ * prepared() in pg.c)
  */
 #define DUE_SQL "SELECT d.off, d.state, d.attempt, d.expired, d.key, " \
 	"d.since, d.host, d.pid, m.off, m.ts, m.due, m.key, m.body, " \
 	"m.headers, m.expires, m.dedup, d.bid FROM delivery d LEFT JOIN " \
 	"LATERAL (SELECT * FROM msg WHERE topic = $4 AND off = d.off " \
 	"OFFSET 0) m ON true WHERE d.grp = $1 AND d.state < 2 " \
-	"AND d.due <= $2 AND d.off >= $5 AND d.off < $6 AND " \
-	"d.off <> ALL($7::bigint[]) AND d.off < " BOUND
+	"AND d.due <= $2 AND d.off + 0 >= $5 AND d.off + 0 < $6 AND " \
+	"d.off <> ALL($7::bigint[]) AND d.off + 0 < " BOUND
 /*
  * What a claim may hand out: offsets below next_off as the claim's first
  * statement read it, whose commits are all under the WAL position read
