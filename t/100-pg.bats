@@ -424,3 +424,37 @@ idx() {
 	[ "$read_now" -lt 1000 ] ||
 	    fail "the claim read $read_now rows of delivery by its primary key"
 }
+
+@test "an ack that waits for its row's lock settles the lease it names, and only that one" {
+	# the acks found their rows, then deleted them by ctid: a row
+	# changed meanwhile was passed by (a lease extended under it: a live
+	# receipt said stale), or, on a server whose TID scans do not
+	# recheck (minor releases without PostgreSQL's late-2025 fix "Add
+	# missing EPQ recheck for TID Scan"), deleted as it is now (a lease
+	# taken again by another consumer: gone, and the receipt said stale)
+	mq-send -q t one two
+	run -0 mq-recv -g g -n 2 --format '%r\n' t
+	r1=${lines[0]} r2=${lines[1]}
+	mkfifo lock
+	psql -X -q -d "$MQ_DB" <lock >lock.out 2>&1 3>&- &
+	echo "$!" >>pids
+	exec 4>lock
+	# one's lease extended; two's taken by another attempt
+	echo "BEGIN; UPDATE delivery SET due = due + 60000 WHERE off = 1;
+	    UPDATE delivery SET attempt = attempt + 1, token = token + 1
+	    WHERE off = 2; SELECT 'locked';" >&4
+	wait_for 30 grep -q locked lock.out
+	bg ack.out mq-ack "$r1" "$r2"
+	waiting() {
+		[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE
+		    application_name = 'mq-ack' AND wait_event_type = 'Lock'")" = 1 ]
+	}
+	wait_for 30 waiting || fail "the ack did not wait: $(cat ack.out)"
+	echo "COMMIT;" >&4
+	exec 4>&-
+	finish "$BG" 30
+	[ "$ST" = 1 ] || fail "exit $ST: $(cat ack.out)"
+	assert_equal "$(cat ack.out)" "mq-ack: stale receipt $r2: nothing changed"
+	assert_equal "$(sql "SELECT off, attempt FROM delivery")" "2|2"
+	assert_equal "$(sql "SELECT off FROM history WHERE event = 'acked'")" 1
+}

@@ -1537,17 +1537,20 @@ queue_acks(struct pgq *q, struct gcache *c, struct pg_pipe *p)
 {
 	int64_t n0 = pg_n_take(c->na);
 
-	/* (each receipt's row looked up by its key, then deleted where it
-	   was found: no plan joins all of the group's rows to the receipts;
-	   a row changed since is passed by, its receipt then stale) */
+	/* (the receipts' rows by their keys, the offsets' array: no plan
+	   reads all of the group's rows; each one's lease checked in the
+	   DELETE itself, so that a row changed meanwhile is checked again
+	   as it is now (a lease extended goes, one taken again stays), as a
+	   lookup by ctid would not: it passes by any row changed since, or
+	   on a server whose TID scans do not recheck, deletes it as it is
+	   now; OR false keeps the IN a hashed subplan, not a join whose
+	   plan could scan the receipts once a row) */
 	pg_pipe_q(q, p, "cannot settle delivery", "WITH v AS (SELECT * FROM "
 	    "unnest($2::bigint[], $3::int[], $4::bigint[]) AS v(off, a, t)), "
-	    "k AS (SELECT x.ctid AS c FROM v CROSS JOIN LATERAL (SELECT ctid "
-	    "FROM delivery d WHERE d.grp = $1 AND d.off = v.off AND "
-	    "d.state + 0 = 1 AND d.attempt = v.a AND d.token = v.t OFFSET 0) "
-	    "x), "
-	    "gone AS (DELETE FROM delivery d WHERE d.ctid = ANY(ARRAY(SELECT c "
-	    "FROM k)) RETURNING d.off, d.attempt, d.token, d.since, "
+	    "gone AS (DELETE FROM delivery d WHERE d.grp = $1 AND "
+	    "d.off = ANY($2::bigint[]) AND d.state + 0 = 1 AND "
+	    "((d.off, d.attempt, d.token) IN (SELECT off, a, t FROM v) OR "
+	    "false) RETURNING d.off, d.attempt, d.token, d.since, "
 	    "d.host, d.pid, d.bid), b AS (INSERT INTO consumed (grp, bid, off, "
 	    "ts) SELECT DISTINCT ON (bid) $1, bid, off, $5 FROM gone WHERE bid "
 	    "IS NOT NULL ORDER BY bid, off DESC ON CONFLICT (grp, bid) DO "

@@ -268,7 +268,9 @@ pg_run(struct pgq *q, const char *sql, int n, const char *const *v,
  * the one plan holds whatever the sizes and statistics, by key, a range
  * of a key in its index's order with a LIMIT, each lookup by key of one
  * row per row of another LATERAL (or EXISTS) and fenced by OFFSET 0,
- * deletes of rows found so by ctid = ANY(ARRAY(...)), a condition on
+ * deletes by the key with an array of its values (off = ANY(...)), with
+ * their other conditions in the DELETE itself, which a row changed
+ * meanwhile is checked against again (not by ctid), a condition on
  * a partial index's column written so that the index cannot serve it
  * (state + 0) where the key should: a join the planner
  * was free to make read all of a group's deliveries once for each message
