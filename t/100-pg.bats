@@ -383,7 +383,7 @@ trips() {
 	mq-topic group t g --resume >/dev/null
 	wait_for 10 got 620 || fail "$(wc -l <out) of 620"
 	sleep 0.5
-	! gone "$pid" || fail "mq-recv ended: $(cat out | tail -2)"
+	! gone "$pid" || fail "mq-recv ended: $(tail -2 out)"
 	assert_equal "$(wc -l <out)" 620
 	assert_equal "$(cut -f2 out | sort -n | uniq | wc -l)" 600
 }
@@ -457,4 +457,20 @@ idx() {
 	assert_equal "$(cat ack.out)" "mq-ack: stale receipt $r2: nothing changed"
 	assert_equal "$(sql "SELECT off, attempt FROM delivery")" "2|2"
 	assert_equal "$(sql "SELECT off FROM history WHERE event = 'acked'")" 1
+}
+
+@test "an append's notification carries the end it flushed, none when its commits do not wait for the flush" {
+	mq-topic create t >/dev/null
+	chan=mq_$(sql "SELECT value FROM mq_meta WHERE key = 'lockspace'")_$(sql "SELECT id FROM topic WHERE name = 't'")
+	# psql shows what it heard after its statement: listen for 3 seconds
+	bg heard psql -X -d "$MQ_DB" -c "LISTEN $chan" -c "SELECT pg_sleep(3)"
+	sleep 1
+	mq-send -q t a b c
+	[[ $MQ_DB == *options=* ]] || fail "no options in $MQ_DB"
+	MQ_DB="$MQ_DB%20-csynchronous_commit%3Doff" mq-send -q t d
+	finish "$BG" 10
+	# (psql names no payload when it is empty)
+	assert_equal "$(grep -c '^Asynchronous notification' heard)" 2
+	grep -q 'with payload "4"' heard || fail "$(cat heard)"
+	[ "$(grep -c 'with payload' heard)" = 1 ] || fail "$(cat heard)"
 }

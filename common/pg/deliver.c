@@ -1123,9 +1123,13 @@ write_claim(struct claimer *k, struct pg_pipe *p)
 	    pg_int(q, k->dead), pg_int(q, k->now));
 }
 
-/* A group's next due time after now: its result's first row, or none. */
-#define NEXT_DUE_SQL "SELECT min(due) FROM delivery WHERE grp = $1 AND " \
-	"state < 2 AND due > $2"
+/*
+ * A group's next due time after now, or now when rows due already were
+ * left for being at or above the claim's bound (one that waited long for
+ * the group's lock): its result's first row, or none.
+ */
+#define NEXT_DUE_SQL "SELECT min(greatest(due, $2 + 1)) FROM delivery " \
+	"WHERE grp = $1 AND state < 2 AND (due > $2 OR off >= " BOUND ")"
 
 /* The lane's group as this session's last claim of it left it, or NULL. */
 static struct pg_claimed *

@@ -205,13 +205,19 @@ pg_int(struct pgq *q, int64_t v)
  * appends commit in the order of their offsets (deliver.c), so their
  * commits are in the WAL before it.  A claim that hands out only offsets
  * below it need not flush (claim in deliver.c); a waiter keeps the
- * highest it heard (wait.c).
+ * highest it heard (wait.c).  None when this session's commits do not
+ * wait for the flush (synchronous_commit off: its flush waited for
+ * nothing).  A NOTIFY that fails after the write's commit (the server's
+ * queue full) is a warning: the write is done, and the waiters' looks
+ * of every few seconds find it.
  */
 #define NOTIFY_SQL "SELECT pg_notify($1::text || id, CASE WHEN " \
 	"split_part(current_setting('mq.end', true), ' ', 1) = id::text " \
+	"AND current_setting('synchronous_commit') <> 'off' " \
 	"THEN split_part(current_setting('mq.end', true), ' ', 2) ELSE '' " \
 	"END) FROM topic WHERE name = $2"
-#define NOTIFY_ALL_SQL "SELECT pg_notify(c, '') FROM unnest($1::text[]) c"
+static const char notify_all_sql[] =
+    "SELECT pg_notify(c, '') FROM unnest($1::text[]) c";
 
 static int
 retryable(PGresult *r)
@@ -222,6 +228,7 @@ retryable(PGresult *r)
 }
 
 static void pipe_part(struct pgq *, PGresult **, PGresult **);
+static void notify_failed(struct pgq *, PGresult *);
 static PGresult *piped(struct pgq *, const char *, const char *, int, int,
     const char *const *, const int *, const int *, const char *);
 
@@ -472,6 +479,11 @@ pg_pipe_run(struct pgq *q, struct pg_pipe *p, PGresult **r)
 	PQexitPipelineMode(q->conn);
 	if (bad >= 0 && bad < items && of[bad] != -1)	/* what failed */
 		what = p->what[of[bad] >= 0 ? of[bad] : -2 - of[bad]];
+	if (err && bad >= 0 && bad < items && of[bad] == p->n - 1 &&
+	    p->sql[p->n - 1] == notify_all_sql) {	/* after the commit */
+		notify_failed(q, err);
+		err = NULL;
+	}
 	if (err) {
 		/* a Prepare that did not go through is made again */
 		for (i = 0; i < items; i++)
@@ -520,7 +532,7 @@ pg_pipe_commit(struct pgq *q, struct pg_pipe *p, int flush, const char *lsn)
 		pg_arr_str(&a, chan);
 	}
 	if (q->nnotify)
-		pg_pipe_q(q, p, "cannot notify", NOTIFY_ALL_SQL, 1,
+		pg_pipe_q(q, p, "cannot notify", notify_all_sql, 1,
 		    pg_arr_end(&a));
 	pg_arr_free(&a);
 	q->nnotify = 0;
@@ -673,6 +685,20 @@ pipe_part(struct pgq *q, PGresult **keep, PGresult **err)
 		*err = PQmakeEmptyPGresult(q->conn, PGRES_FATAL_ERROR);
 }
 
+/* A NOTIFY after the commit failed: see NOTIFY_SQL. */
+static void
+notify_failed(struct pgq *q, PGresult *err)
+{
+	char buf[512];
+
+	if (PQstatus(q->conn) != CONNECTION_OK)
+		pg_die(q, err, "cannot notify");	/* the next would fail */
+	first_line(PQresultErrorMessage(err), buf, sizeof buf);
+	mq_warn("cannot notify waiters (they look again within seconds): "
+	    "%s: %s", q->shown, buf);
+	PQclear(err);
+}
+
 /*
  * pg_run of a statement that commits as it ends (autocommit), and then,
  * in the same round trip (a pipeline), pg_flush, and once that is done
@@ -746,7 +772,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	pipe_part(q, &flushed, &err);
 	PQexitPipelineMode(q->conn);
 	if (err)
-		pg_die(q, err, "cannot notify");
+		notify_failed(q, err);
 	PQclear(flushed);
 	return r;
 }
