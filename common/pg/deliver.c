@@ -1128,8 +1128,9 @@ write_claim(struct claimer *k, struct pg_pipe *p)
  * left for being at or above the claim's bound (one that waited long for
  * the group's lock): its result's first row, or none.
  */
-#define NEXT_DUE_SQL "SELECT min(greatest(due, $2 + 1)) FROM delivery " \
-	"WHERE grp = $1 AND state < 2 AND (due > $2 OR off >= " BOUND ")"
+#define NEXT_DUE_SQL "SELECT min(greatest(due, $2::bigint + 1)) FROM " \
+	"delivery WHERE grp = $1 AND state < 2 AND (due > $2 OR off >= " \
+	BOUND ")"
 
 /* The lane's group as this session's last claim of it left it, or NULL. */
 static struct pg_claimed *
