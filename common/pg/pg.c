@@ -216,8 +216,7 @@ pg_int(struct pgq *q, int64_t v)
 	"AND current_setting('synchronous_commit') <> 'off' " \
 	"THEN split_part(current_setting('mq.end', true), ' ', 2) ELSE '' " \
 	"END) FROM topic WHERE name = $2"
-static const char notify_all_sql[] =
-    "SELECT pg_notify(c, '') FROM unnest($1::text[]) c";
+#define NOTIFY_ALL_SQL "SELECT pg_notify(c, '') FROM unnest($1::text[]) c"
 
 static int
 retryable(PGresult *r)
@@ -479,8 +478,8 @@ pg_pipe_run(struct pgq *q, struct pg_pipe *p, PGresult **r)
 	PQexitPipelineMode(q->conn);
 	if (bad >= 0 && bad < items && of[bad] != -1)	/* what failed */
 		what = p->what[of[bad] >= 0 ? of[bad] : -2 - of[bad]];
-	if (err && bad >= 0 && bad < items && of[bad] == p->n - 1 &&
-	    p->sql[p->n - 1] == notify_all_sql) {	/* after the commit */
+	if (err && bad >= 0 && bad < items && p->late &&
+	    of[bad] == p->late - 1) {	/* the write is committed */
 		notify_failed(q, err);
 		err = NULL;
 	}
@@ -531,9 +530,11 @@ pg_pipe_commit(struct pgq *q, struct pg_pipe *p, int flush, const char *lsn)
 		pg_channel(q, q->notify[i], chan, sizeof chan);
 		pg_arr_str(&a, chan);
 	}
-	if (q->nnotify)
-		pg_pipe_q(q, p, "cannot notify", notify_all_sql, 1,
+	if (q->nnotify) {
+		pg_pipe_q(q, p, "cannot notify", NOTIFY_ALL_SQL, 1,
 		    pg_arr_end(&a));
+		p->late = p->n;
+	}
 	pg_arr_free(&a);
 	q->nnotify = 0;
 	q->committing = 1;

@@ -86,6 +86,8 @@ struct pg_pipe {
 	const char	*sql[PG_PIPE_MAX];	/* each one's text */
 	int		 prep[PG_PIPE_MAX];	/* a Prepare went first */
 	const char	*what[PG_PIPE_MAX];
+	int		 late;			/* 1 + the one after the commit
+						   whose error is a warning */
 };
 
 /* pg.c */
