@@ -474,3 +474,32 @@ idx() {
 	grep -q 'with payload "4"' heard || fail "$(cat heard)"
 	[ "$(grep -c 'with payload' heard)" = 1 ] || fail "$(cat heard)"
 }
+
+@test "a notification that fails after the commit is a warning: the write is done, exit 0, and a waiter finds it" {
+	# pg_notify made to fail, as when the server's notification queue is
+	# full: a function of that name in the test's schema, searched first
+	# (the schema goes with the test)
+	mq-topic group t o --ordered >/dev/null
+	sql "CREATE FUNCTION pg_notify(text, text) RETURNS void LANGUAGE sql
+	    AS \$\$ SELECT 1 / 0 \$\$" >/dev/null
+	[[ $MQ_DB == *options=-csearch_path%3D* ]] || fail "$MQ_DB"
+	broken="$MQ_DB%2Cpg_catalog"
+	bg out mq-recv -f -g w --format '%b\n' t
+	joined() {
+		[ "$(sql "SELECT count(*) FROM grp WHERE name = 'w'")" = 1 ]
+	}
+	wait_for 10 joined
+	# an append (its NOTIFY after its flush)
+	MQ_DB=$broken run -0 --separate-stderr mq-send -k k t one two
+	assert_output $'1\n2'
+	assert_equal "$(wc -l <<<"$stderr")" 1
+	assert_regex "$stderr" '^mq-send: cannot notify waiters .*: .*division by zero$'
+	# a settle that frees an ordered key (its NOTIFY after its commit)
+	run -0 mq-recv -g o --format '%r' t
+	MQ_DB=$broken run -0 --separate-stderr mq-ack "$output"
+	assert_regex "$stderr" '^mq-ack: cannot notify waiters .*division by zero$'
+	assert_equal "$(sql "SELECT count(*) FROM history WHERE event = 'acked'")" 1
+	# the waiter, told nothing, finds them at its next look
+	wait_for 15 grep -qx two out || fail "not found: $(cat out)"
+	assert_equal "$(cat out)" $'one\ntwo'
+}
