@@ -1124,13 +1124,19 @@ write_claim(struct claimer *k, struct pg_pipe *p)
 }
 
 /*
- * A group's next due time after now, or now when rows due already were
- * left for being at or above the claim's bound (one that waited long for
- * the group's lock): its result's first row, or none.
+ * A group's next due time after now, or now + 1 when rows due already
+ * were left for being at or above the claim's bound (one that waited long
+ * for the group's lock): its result's first row, or none.  Two look-ups,
+ * each of a row or so: the first due after now by delivery_due, the ones
+ * at or above the bound by the primary key (state + 0, due + 0: not by
+ * delivery_due, which holds every lease in flight).  (One min() over
+ * both conditions read every lease of the group: 20 ms at 50,000 in
+ * flight, at each claim that handed out nothing, under the group's lock.)
  */
-#define NEXT_DUE_SQL "SELECT min(greatest(due, $2::bigint + 1)) FROM " \
-	"delivery WHERE grp = $1 AND state < 2 AND (due > $2 OR off >= " \
-	BOUND ")"
+#define NEXT_DUE_SQL "SELECT least((SELECT min(due) FROM delivery WHERE " \
+	"grp = $1 AND state < 2 AND due > $2), (SELECT $2::bigint + 1 FROM " \
+	"delivery WHERE grp = $1 AND off >= " BOUND " AND state + 0 < 2 " \
+	"AND due + 0 <= $2 LIMIT 1))"
 
 /* The lane's group as this session's last claim of it left it, or NULL. */
 static struct pg_claimed *
