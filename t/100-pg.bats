@@ -521,16 +521,16 @@ idx() {
 		echo $(( $(idx delivery_due idx_tup_read) +
 		    $(idx delivery_pkey idx_tup_read) ))
 	}
-	stable() {
+	reported() {
 		was=$(reads)
 		sleep 0.5
 		[ "$was" = "$(reads)" ]
 	}
-	wait_for 10 stable || fail "the reads before were never all reported"
+	wait_for 10 reported || fail "the reads before were never all reported"
 	scans=$(idx delivery_due idx_scan)
 	run -1 mq-recv -g g t
-	moved() { [ "$(idx delivery_due idx_scan)" != "$scans" ]; }
-	wait_for 10 moved || fail "no reads of delivery_due were reported"
+	scanned() { [ "$(idx delivery_due idx_scan)" != "$scans" ]; }
+	wait_for 10 scanned || fail "no reads of delivery_due were reported"
 	read_now=$(( $(reads) - was ))
 	[ "$read_now" -lt 1000 ] ||
 	    fail "a claim of nothing read $read_now entries of delivery's indexes"
