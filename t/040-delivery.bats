@@ -512,6 +512,43 @@ delivered() {
 	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 0
 }
 
+@test "a consumer that joins after a follower of its group began and is then killed: that follower releases its lease" {
+	# The follower reaps once a second from the list of its group's
+	# consumers it last read; on SQLite it reads the list again when a
+	# consumer joined since (the -mq file counts joins, byte 20), not
+	# only every five seconds.
+	mq-topic group t g --lease 60s >/dev/null
+	mq-send -q t m1
+	# A: a follower whose one handler slot stays busy with m1
+	# shellcheck disable=SC2016 # $$ is the handler shell's
+	bg a.out mq-recv -f -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; touch a.started; sleep 100'
+	a=$BG
+	wait_for 30 test -e a.started
+	sleep 1.5	# its reaps of every second have begun
+	[ -n "$PG" ] || joins=$(od -An -tu4 -j20 -N4 "$MQ_DB-mq" | tr -d ' ')
+	mq-send -q t m2
+	# B: joins after A's list was read, takes m2 and is killed
+	# shellcheck disable=SC2016 # $$ is the handler shell's
+	bg b.out mq-recv -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; echo $$ >bh; touch b.started; sleep 100'
+	b=$BG
+	wait_for 30 test -e b.started
+	[ -n "$PG" ] || assert_equal "$(od -An -tu4 -j20 -N4 "$MQ_DB-mq" | tr -d ' ')" $((joins + 1))
+	assert_equal "$(sql "SELECT count(*) FROM delivery WHERE state = 1")" 2
+	kill -9 "$b"
+	finish "$b" 30
+	wait_for 30 dead "$(cat bh)"
+	# nobody else runs: A released it (leased for 60s), and took
+	# nothing, its slot being busy
+	released() {
+		[ "$(sql "SELECT count(*) FROM events WHERE event = 'released'")" = 1 ]
+	}
+	wait_for 30 released || fail "B's lease was not released"
+	assert_equal "$(sql "SELECT count(*) FROM delivery WHERE state = 1")" 1
+	running "$a"
+}
+
 @test "exec mode: what a killed consumer's handler started is ended before its message goes again" {
 	# the handler's own child outlives the handler (PR_SET_PDEATHSIG
 	# ends only the handler); it is in the handler group, which the

@@ -26,6 +26,7 @@
 #include "sq.h"
 
 #define SCAN_MAX	4096	/* messages examined per claim */
+#define REREAD_MS	5000	/* sq_reap: a list of consumers kept so long */
 
 /*
  * A history row: an attempt that ended (with when and by whom it was
@@ -1085,6 +1086,7 @@ sq_join(struct mq *mq, const char *topic, const char *group, int latest,
 	sq_step(q, s, "cannot register consumer");
 	id = sqlite3_last_insert_rowid(q->db);
 	sq_commit(q, SQ_LAZY);
+	sq_joined(q);	/* after the commit: a reaper's next read sees it */
 	return id;
 }
 
@@ -1159,10 +1161,14 @@ sq_leave(struct mq *mq, int64_t id)
 	sq_commit(q, SQ_LAZY);
 }
 
+/*
+ * The group's consumers on this host that are gone, released when release
+ * is set; with r, the list read is kept there.
+ */
 static int
 count_gone(struct sq *q, const char *const who[3],
     int (*gone)(const struct mq_consumer *, const char *), const char *boot,
-    int release)
+    int release, struct sq_reaped *r)
 {
 	struct mq_consumer *c;
 	int64_t topic;
@@ -1176,8 +1182,32 @@ count_gone(struct sq *q, const char *const who[3],
 		if (release && (topic = sq_release(q, c[i].id, mq_now())))
 			sq_touch(q, topic);
 	}
-	free(c);
+	if (r) {
+		free(r->c);
+		r->c = c;
+		r->n = n;
+	} else
+		free(c);
 	return dead;
+}
+
+/* Where the last read of a group's consumers is kept (sq_reap). */
+static struct sq_reaped *
+reaped_of(struct sq *q, const char *topic, const char *group)
+{
+	struct sq_reaped *r;
+	int i;
+
+	for (i = 0; i < q->nreaped; i++)
+		if (!strcmp(q->reaped[i].topic, topic) &&
+		    !strcmp(q->reaped[i].group, group))
+			return &q->reaped[i];
+	q->reaped = mq_array(q->reaped, q->nreaped + 1, sizeof *q->reaped);
+	r = &q->reaped[q->nreaped++];
+	memset(r, 0, sizeof *r);
+	strlcpy(r->topic, topic, sizeof r->topic);
+	strlcpy(r->group, group, sizeof r->group);
+	return r;
 }
 
 /*
@@ -1185,6 +1215,13 @@ count_gone(struct sq *q, const char *const who[3],
  * Reads first, so the common case takes no write lock; then reads again
  * under the lock, since meanwhile another process may have reaped the same row
  * and a new consumer taken its id.
+ *
+ * An idle follower reaps every second: the list it read last is asked
+ * again (is each one's process alive?) without a transaction while no
+ * consumer joined since (the -mq file counts joins) and it is younger
+ * than REREAD_MS.  A consumer that joined and died before counting its
+ * join, or one that a program that is not mq added, is found by the
+ * next read, at most REREAD_MS later.
  */
 int
 sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
@@ -1192,15 +1229,27 @@ sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
 {
 	const char *who[3] = { topic, group, host };
 	struct sq *q = SQ(mq);
-	int n;
+	struct sq_reaped *r = reaped_of(q, topic, group);
+	uint32_t joins = sq_joins(q);	/* before the read: see above */
+	int64_t now = mq_now();
+	int i, n;
 
+	if (q->shm && r->at && joins == r->joins && now - r->at < REREAD_MS) {
+		for (i = 0; i < r->n && !gone(&r->c[i], boot); i++)
+			;
+		if (i == r->n)
+			return 0;
+	}
 	sq_begin_read(q);
-	n = count_gone(q, who, gone, boot, 0);
+	n = count_gone(q, who, gone, boot, 0, r);
 	sq_rollback(q);
+	r->joins = joins;
+	r->at = now;
 	if (!n)
 		return 0;
 	sq_begin(q);
-	n = count_gone(q, who, gone, boot, 1);
+	n = count_gone(q, who, gone, boot, 1, NULL);
 	sq_commit(q, SQ_LAZY);
+	r->at = 0;	/* the list changed */
 	return n;
 }

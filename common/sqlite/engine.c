@@ -50,6 +50,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -247,6 +248,26 @@ sq_commit_done(struct sq *q, uint64_t seq)
 {
 	if (seq)
 		sq_max_store(&q->shm->written, seq);
+}
+
+/*
+ * Joins so far: a reaper that saw the same number before its last read
+ * of a group's consumers knows the list it read is whole (deliver.c).
+ */
+_Static_assert(offsetof(struct sq_shm, joins) == 20,
+    "joins moved: t/040-delivery.bats reads byte 20");
+
+uint32_t
+sq_joins(struct sq *q)
+{
+	return q->shm ? LOAD(&q->shm->joins) : 0;
+}
+
+void
+sq_joined(struct sq *q)
+{
+	if (q->shm_rw)
+		ADD(&q->shm->joins, 1);
 }
 
 /* The commits a read that ends now may have seen. */

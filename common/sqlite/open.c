@@ -793,6 +793,9 @@ free_sq(struct sq *q)
 	sqlite3_finalize(q->dv);
 	sqlite3_close(q->db);
 	sq_engine_close(q);
+	for (i = 0; i < q->nreaped; i++)
+		free(q->reaped[i].c);
+	free(q->reaped);
 	free(q->touched);
 	free(q->base.path);
 	free(q);

@@ -42,7 +42,8 @@ struct sq_shm {
 	uint32_t	sync_word;	/* futex: bumped after every sync */
 	uint32_t	leader;		/* pid syncing now; 0: none */
 	uint32_t	sync_waiters;	/* asleep on sync_word */
-	uint32_t	pad;
+	uint32_t	joins;		/* bumped once a consumer's join is
+					   committed (sq_reap reads again) */
 	uint64_t	writing;	/* the last commit begun */
 	uint64_t	written;	/* the last commit done */
 	uint64_t	synced;		/* every commit up to here is on disk */

@@ -35,6 +35,15 @@ enum { SQ_DURABLE, SQ_SEEN, SQ_LAZY };
 
 struct sq_shm;
 
+/* A group's consumers on this host as sq_reap last read them. */
+struct sq_reaped {
+	char		 topic[MQ_NAME_MAX + 1], group[MQ_NAME_MAX + 1];
+	uint32_t	 joins;		/* sq_joins() before that read */
+	int64_t		 at;		/* when; 0: read again */
+	struct mq_consumer *c;
+	int		 n;
+};
+
 struct sq {
 	struct mq	 base;		/* first: the table and the path */
 	sqlite3		*db;
@@ -56,6 +65,10 @@ struct sq {
 	uint64_t	 seen;		/* commits a read may have seen */
 	int64_t		*touched;	/* topics this transaction changed */
 	int		 ntouched, atouched;
+
+	/* deliver.c: sq_reap's last read of each lane */
+	struct sq_reaped *reaped;
+	int		 nreaped;
 
 	/* combine.c: the slots this transaction took */
 	int		 taken[SQ_NTAKEN], ntaken;
@@ -92,6 +105,8 @@ uint64_t sq_commit_begins(struct sq *);
 void	 sq_commit_done(struct sq *, uint64_t seq);
 void	 sq_durable(struct sq *, uint64_t seq, int reader);
 uint64_t sq_commits_seen(struct sq *);
+uint32_t sq_joins(struct sq *);
+void	 sq_joined(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
 void	 sq_checkpoint(struct sq *, int frames);
 uint32_t *sq_slot(struct sq *, int64_t topic);
