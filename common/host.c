@@ -212,20 +212,28 @@ group_gone(const struct mq_consumer *c)
 }
 
 /*
- * A consumer of this host is gone: its host rebooted, or its pid is gone
- * or now names a process started at another time, and nothing of its
- * handlers runs any more (what did is killed here).
+ * A consumer of this host has ended: its host rebooted, or its pid is
+ * gone or now names a process started at another time.  Only asks.
+ */
+int
+mq_consumer_ended(const struct mq_consumer *c, const char *boot)
+{
+	if (c->pid == getpid())
+		return 0;
+	return strcmp(c->boot, boot) || !alive(c->pid, c->start);
+}
+
+/*
+ * A consumer of this host is gone: it ended, and nothing of its handlers
+ * runs any more (what did is killed here).  For a row just read: a row
+ * that is no longer there may name a group that is another's by now.
  */
 int
 mq_consumer_gone(const struct mq_consumer *c, const char *boot)
 {
-	if (c->pid == getpid())
+	if (!mq_consumer_ended(c, boot))
 		return 0;
-	if (strcmp(c->boot, boot))
-		return 1;
-	if (alive(c->pid, c->start))
-		return 0;
-	return group_gone(c);
+	return strcmp(c->boot, boot) || group_gone(c);
 }
 
 /* This process's id, asked once. */

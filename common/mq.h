@@ -127,6 +127,7 @@ struct mq_proc {
 int	 mq_proc_tree(int root, struct mq_proc **);
 void	 mq_proc_kill(const struct mq_proc *, int n, int sig);
 struct mq_consumer;
+int	 mq_consumer_ended(const struct mq_consumer *, const char *boot);
 int	 mq_consumer_gone(const struct mq_consumer *, const char *boot);
 
 /* ---------------------------------------------------------------------- */

@@ -549,6 +549,36 @@ delivered() {
 	running "$a"
 }
 
+@test "an idle follower leaves alone what the handler of a consumer that left cleanly started" {
+	# The follower checks whether the consumers it last read still run;
+	# one that left (its row gone) is not reaped, and its handler group,
+	# whose id may be another's by now, is not killed.
+	mq-topic group t g --lease 60s >/dev/null
+	mq-send -q t m
+	# B takes m; its handler waits for go, then leaves a sleep behind
+	# shellcheck disable=SC2016 # $$ is the handler shell's
+	bg b.out mq-recv -g g t -- sh -c \
+	    'cut -d" " -f5 /proc/$$/stat >>pgids; touch b.started
+	    while [ ! -e go ]; do sleep 0.1; done
+	    sleep 300 >/dev/null 2>&1 & echo $! >spid'
+	b=$BG
+	wait_for 30 test -e b.started
+	# A reads the consumers while B is one of them
+	bg a.out mq-recv -f -g g t
+	a=$BG
+	wait_for 30 sql_is "SELECT count(*) FROM consumer" 2
+	after_look "$a"
+	touch go
+	finish "$b" 30
+	assert_equal "$ST" 0
+	assert_equal "$(sql 'SELECT count(*) FROM consumer')" 1
+	# two of A's looks of every second after B left
+	after_look "$a"
+	after_look "$a"
+	running "$(cat spid)"
+	running "$a"
+}
+
 @test "exec mode: what a killed consumer's handler started is ended before its message goes again" {
 	# the handler's own child outlives the handler (PR_SET_PDEATHSIG
 	# ends only the handler); it is in the handler group, which the

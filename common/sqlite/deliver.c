@@ -1219,9 +1219,10 @@ reaped_of(struct sq *q, const char *topic, const char *group)
  * An idle follower reaps every second: the list it read last is asked
  * again (is each one's process alive?) without a transaction while no
  * consumer joined since (the -mq file counts joins) and it is younger
- * than REREAD_MS.  A consumer that joined and died before counting its
- * join, or one that a program that is not mq added, is found by the
- * next read, at most REREAD_MS later.
+ * than REREAD_MS; only when one ended is the list read again, and gone()
+ * asked of the rows read.  A consumer whose join was not counted (its
+ * -mq file read-only to it, an older mq, a program that is not mq) is
+ * found by the next read, at most REREAD_MS later.
  */
 int
 sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
@@ -1234,8 +1235,12 @@ sq_reap(struct mq *mq, const char *topic, const char *group, const char *host,
 	int64_t now = mq_now();
 	int i, n;
 
-	if (q->shm && r->at && joins == r->joins && now - r->at < REREAD_MS) {
-		for (i = 0; i < r->n && !gone(&r->c[i], boot); i++)
+	if (q->shm && r->at && joins == r->joins && now >= r->at &&
+	    now - r->at < REREAD_MS) {
+		/* only asks: a row kept may have gone since, its handler
+		   group with it, and its group id be another's */
+		for (i = 0; i < r->n && !mq_consumer_ended(&r->c[i], boot);
+		    i++)
 			;
 		if (i == r->n)
 			return 0;

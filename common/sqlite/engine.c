@@ -254,8 +254,7 @@ sq_commit_done(struct sq *q, uint64_t seq)
  * Joins so far: a reaper that saw the same number before its last read
  * of a group's consumers knows the list it read is whole (deliver.c).
  */
-_Static_assert(offsetof(struct sq_shm, joins) == 20,
-    "joins moved: t/040-delivery.bats reads byte 20");
+_Static_assert(offsetof(struct sq_shm, joins) == 20, "joins moved");
 
 uint32_t
 sq_joins(struct sq *q)

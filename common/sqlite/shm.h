@@ -43,7 +43,8 @@ struct sq_shm {
 	uint32_t	leader;		/* pid syncing now; 0: none */
 	uint32_t	sync_waiters;	/* asleep on sync_word */
 	uint32_t	joins;		/* bumped once a consumer's join is
-					   committed (sq_reap reads again) */
+					   committed (sq_reap reads again;
+					   byte 20: t/040) */
 	uint64_t	writing;	/* the last commit begun */
 	uint64_t	written;	/* the last commit done */
 	uint64_t	synced;		/* every commit up to here is on disk */

@@ -16,12 +16,14 @@
  * anything was committed since its caller last looked (MQ_WAIT_QUIET when
  * not), so that a follower's look of every second is a question, not a
  * claim.  When mq's writers commit to other topics, data_version changes
- * all the same: a change is told at once when the caller last looked
- * QUIET_MS ago or more, else when that time has come (and data_version
- * is not asked before then: a question is a read transaction, most of
+ * all the same: at the caller's time, a change is told at once when the
+ * caller last looked QUIET_MS ago or more, else when that time has come
+ * (and not asked for before: a question is a read transaction, much of
  * what an idle follower's second costs), so that a commit by a writer
  * that is not mq is seen within a second on a database where nothing
- * else was committed, and within QUIET_MS where mq writes.  Without the
+ * else was committed, and within QUIET_MS where mq writes.  A caller
+ * that waits longer than a second (mq-replay -f) is told of a change
+ * at the next look of every second.  Without the
  * -mq file, or with a topic that does not exist yet, it asks every 50ms.
  */
 #include <errno.h>
@@ -140,7 +142,6 @@ sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 	struct sq_waiter *w = (struct sq_waiter *)mw;
 	struct sq *q = SQ(mw->q);
 	struct timespec ts;
-	int early;
 	int64_t now, ms, dv, look = mq_now() + (w->slot[0] ? SAFETY_MS :
 	    FALLBACK_MS);
 
@@ -148,16 +149,15 @@ sq_wait(struct mq_waiter *mw, int64_t until, uint32_t *changed)
 		if ((*changed = moved(w)))
 			return looked(w, 0, 2);
 		now = mq_now();
-		/* a change is told QUIET_MS after the last look at the
-		   soonest (mq writing elsewhere, maybe): no question before */
-		early = w->slot[0] && now - w->looked < QUIET_MS;
 		if (now >= look && look < until) {
-			if (!early && (dv = sq_data_version(q)) != w->dv)
+			if ((dv = sq_data_version(q)) != w->dv)
 				return looked(w, dv, 1);
 			look = now + (w->slot[0] ? SAFETY_MS : FALLBACK_MS);
 		}
 		if (now >= until) {
-			if (early)
+			/* a change is told QUIET_MS after the caller's last
+			   look at the soonest: before that, nothing to ask */
+			if (w->slot[0] && now - w->looked < QUIET_MS)
 				return MQ_WAIT_QUIET;
 			dv = sq_data_version(q);
 			if (w->slot[0] && dv == w->dv)
