@@ -57,29 +57,46 @@ mq_utf8_valid(const unsigned char *p, size_t n)
 	return 1;
 }
 
+/*
+ * The length of the run at p that goes out as it is: printable ASCII but
+ * the backslash and quote (0: none), and whole UTF-8 characters.  Written
+ * a run at a time: putc takes the stream's lock at each call.
+ */
+static size_t
+as_is(const unsigned char *p, size_t n, int quote)
+{
+	size_t i = 0, k;
+
+	while (i < n)
+		if (p[i] >= 0x80) {
+			if ((k = mq_utf8_len(p + i, n - i)) < 2)
+				break;
+			i += k;
+		} else if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' &&
+		    p[i] != quote)
+			i++;
+		else
+			break;
+	return i;
+}
+
 void
 mq_escape(FILE *f, const unsigned char *p, size_t n)
 {
 	size_t i = 0, k;
-	unsigned c;
 
 	while (i < n) {
-		c = p[i];
-		if (c >= 0x80 && (k = mq_utf8_len(p + i, n - i)) > 1) {
+		if ((k = as_is(p + i, n - i, 0))) {
 			fwrite(p + i, 1, k, f);
 			i += k;
 			continue;
 		}
-		switch (c) {
+		switch (p[i]) {
 		case '\\': fputs("\\\\", f); break;
 		case '\n': fputs("\\n", f); break;
 		case '\t': fputs("\\t", f); break;
 		case '\r': fputs("\\r", f); break;
-		default:
-			if (c >= 0x20 && c < 0x7f)
-				putc(c, f);
-			else
-				fprintf(f, "\\%03o", c);
+		default: fprintf(f, "\\%03o", p[i]);
 		}
 		i++;
 	}
@@ -170,20 +187,20 @@ mq_unescape(char *s)
 void
 mq_json_str(FILE *f, const unsigned char *p, size_t n)
 {
-	size_t i, k;
+	size_t i = 0, k;
+	unsigned c;
 
 	putc('"', f);
-	for (i = 0; i < n; i++) {
-		unsigned c = p[i];
-
-		if (c >= 0x80) {	/* a whole UTF-8 sequence, or U+FFFD */
-			if ((k = mq_utf8_len(p + i, n - i)) > 0) {
-				fwrite(p + i, 1, k, f);
-				i += k - 1;
-			} else {
-				fputs("\\ufffd", f);
-			}
-		} else if (c == '"' || c == '\\')
+	while (i < n) {
+		if ((k = as_is(p + i, n - i, '"'))) {
+			fwrite(p + i, 1, k, f);
+			i += k;
+			continue;
+		}
+		c = p[i++];
+		if (c >= 0x80)	/* not a whole UTF-8 sequence */
+			fputs("\\ufffd", f);
+		else if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
 			fputs("\\n", f);
@@ -191,10 +208,8 @@ mq_json_str(FILE *f, const unsigned char *p, size_t n)
 			fputs("\\t", f);
 		else if (c == '\r')
 			fputs("\\r", f);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(f, "\\u%04x", c);
 		else
-			putc(c, f);
+			fprintf(f, "\\u%04x", c);
 	}
 	putc('"', f);
 }

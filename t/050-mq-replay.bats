@@ -92,6 +92,19 @@ send10() {
 	[ "${lines[1]}" = "$(printf '2\t')bin\\001" ]
 }
 
+@test "escapes: every kind of byte, in a body, a key and JSON" {
+	# printable ASCII and whole UTF-8 characters go as they are, in runs;
+	# the rest is escaped, each byte on its own
+	printf 'a\\b\tc\rd\001e\177f\377g\303\251\342\202\254\360\237\230\200h\342\202i\355\240\200j\n\0' |
+	    mq-send -q -0 -k "$(printf 'k\001"\\\303\251\177\t')" t
+	run -0 mq-replay --format '%k|%b\n' t
+	assert_output 'k\001"\\é\177\t|a\\b\tc\rd\001e\177f\377gé€😀h\342\202i\355\240\200j\n'
+	run -0 mq-replay --json t
+	assert_output --partial '"key":"k\u0001\"\\é\u007f\t"'
+	# not UTF-8: the body in base64, whole
+	assert_output --partial "\"body\":\"$(printf 'a\\b\tc\rd\001e\177f\377g\303\251\342\202\254\360\237\230\200h\342\202i\355\240\200j\n' | base64 -w0)\",\"base64\":true"
+}
+
 @test "-k KEY prints only that key's messages" {
 	mq-send -q -k a t a1
 	mq-send -q -k b t b1
