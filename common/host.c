@@ -233,7 +233,9 @@ mq_consumer_gone(const struct mq_consumer *c, const char *boot)
 {
 	if (!mq_consumer_ended(c, boot))
 		return 0;
-	return strcmp(c->boot, boot) || group_gone(c);
+	if (strcmp(c->boot, boot))
+		return 1;	/* another boot: nothing of it runs */
+	return group_gone(c);
 }
 
 /* This process's id, asked once. */

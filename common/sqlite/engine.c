@@ -250,12 +250,12 @@ sq_commit_done(struct sq *q, uint64_t seq)
 		sq_max_store(&q->shm->written, seq);
 }
 
+_Static_assert(offsetof(struct sq_shm, joins) == 20, "joins moved");
+
 /*
  * Joins so far: a reaper that saw the same number before its last read
  * of a group's consumers knows the list it read is whole (deliver.c).
  */
-_Static_assert(offsetof(struct sq_shm, joins) == 20, "joins moved");
-
 uint32_t
 sq_joins(struct sq *q)
 {

@@ -22,9 +22,9 @@
  * what an idle follower's second costs), so that a commit by a writer
  * that is not mq is seen within a second on a database where nothing
  * else was committed, and within QUIET_MS where mq writes.  A caller
- * that waits longer than a second (mq-replay -f) is told of a change
- * at the next look of every second.  Without the
- * -mq file, or with a topic that does not exist yet, it asks every 50ms.
+ * that waits longer than a second (mq-replay -f) is told of a change at
+ * the next look of every second.  Without the -mq file, or with a topic
+ * that does not exist yet, it asks every 50ms.
  */
 #include <errno.h>
 #include <stdlib.h>
