@@ -158,6 +158,9 @@ main(int argc, char *argv[])
 			if (strlen(optarg) > 1000)
 				mq_usage_err("reason too long: at most "
 				    "1000 bytes");
+			if (!mq_utf8_valid((unsigned char *)optarg,
+			    strlen(optarg)))	/* PostgreSQL refuses it */
+				mq_usage_err("invalid reason: want UTF-8");
 			how.reason = optarg;
 			break;
 		case 'h': mq_help();

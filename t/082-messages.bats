@@ -66,6 +66,19 @@ scenario() {
 	jtrue '.offset == 7 and .base64 == true and .body == "//4="' <<<"$output"
 }
 
+@test "JSON: a reason's quote, controls and UTF-8; mq-ack refuses a reason that is not UTF-8" {
+	mq-send -q t m
+	r=$(mq-recv -g g t | cut -f1)
+	before=$(db_state)
+	run -64 mq-ack --dead --reason "$(printf 'bad\377')" "$r"
+	assert_output --partial 'invalid reason: want UTF-8'
+	[ "$(db_state)" = "$before" ]
+	mq-ack --dead --reason "$(printf 'bad"x\001\342\202\254y')" "$r"
+	run -0 mq-lag --messages --json t g
+	assert_output --partial '"reason":"bad\"x\u0001€y"'
+	jtrue '.reason == "bad\"x\u0001€y"' <<<"$output"
+}
+
 @test "an expired lease, and a message behind its key in an ordered group" {
 	mq-topic group t g --ordered >/dev/null
 	mq-send -q -k a t a1 a2
