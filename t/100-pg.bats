@@ -366,6 +366,22 @@ trips() {
 	assert_equal "$((s2 - s1))" 1
 }
 
+@test "claims of a topic filled before wait for one flush of the WAL, not one a claim; an auto-ack still waits for each" {
+	# a claim waits for the flush up to where the WAL was when it read
+	# the topic's end, which the claim before wrote past: each claim of
+	# a stream waited for a flush of the one before it
+	seq 1000 | mq-send -q t
+	MQ_PG_TRIPS=1 mq-recv -n 1000 -g g t >out 2>trips.err ||
+	    fail "$(cat trips.err)"
+	assert_equal "$(wc -l <out)" 1000
+	assert_equal "$(sed -n 's/^mq-recv: \([0-9]*\) flushes asked$/\1/p' trips.err)" 1
+	# four claims of 256, each an auto-ack: four
+	MQ_PG_TRIPS=1 mq-recv -n 1000 -A -g a t >out 2>trips.err ||
+	    fail "$(cat trips.err)"
+	assert_equal "$(wc -l <out)" 1000
+	assert_equal "$(sed -n 's/^mq-recv: \([0-9]*\) flushes asked$/\1/p' trips.err)" 4
+}
+
 @test "a claim that finds retries due and new messages together hands out no more than it was asked for" {
 	# (the second round trip of a claim reads new messages for the
 	# whole claim before it knows how many retries are due: those read

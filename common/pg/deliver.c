@@ -1191,8 +1191,8 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct pg_claimed *was;
 	PGresult *r, *res[PG_PIPE_MAX];
 	char lsn[32];
-	int64_t gone0, pos0, t0 = 0, when, now0, hi;
-	int rc, i, nd = -1;
+	int64_t gone0, pos0, t0 = 0, when, now0, hi, bound = 0;
+	int rc, i, nd = -1, flush;
 
 	memset(&k, 0, sizeof k);
 	memset(&p, 0, sizeof p);
@@ -1250,8 +1250,10 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	if (pg_pipe_run(q, &p, res) < 0)
 		return PG_RETRY;
 	lsn[0] = '\0';
-	if (PQntuples(res[0]) && !pg_null(res[0], 0, 1))
+	if (PQntuples(res[0]) && !pg_null(res[0], 0, 1)) {
 		pg_copy(res[0], 0, 1, lsn, sizeof lsn);
+		bound = pg_get(res[0], 0, 0);
+	}
 	rc = pg_group_locked_row(res[1], &k.g, &k.t.paused_until);
 	PQclear(res[0]);
 	PQclear(res[1]);
@@ -1320,18 +1322,24 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		    pg_int(q, k.g.id), pg_int(q, k.now));
 	}
 	/* a claim need not be durable (it would be made again), what it
-	   hands out must be (unless an append's NOTIFY said so already:
-	   NOTIFY_SQL in pg.c); an auto-ack must */
+	   hands out must be (unless an append's NOTIFY or a claim before
+	   said so already); an auto-ack must */
 	for (i = 0, hi = 0; i < k.n; i++)
 		if (out[i].off > hi)
 			hi = out[i].off;
-	pg_pipe_commit(q, &p, c->autoack || (k.n > 0 &&
-	    hi >= pg_durable_below(q, k.t.id)), c->autoack || !lsn[0] ?
-	    NULL : lsn);
+	flush = c->autoack || (k.n > 0 && hi >= pg_durable_below(q, k.t.id));
+	pg_pipe_commit(q, &p, flush, c->autoack || !lsn[0] ? NULL : lsn);
 	i = p.n;
 	if (pg_pipe_run(q, &p, res) < 0)
 		goto retry;
 	pg_pipe_done(q);
+	/* flushed to where the WAL was when the bound was read: every
+	   append below the bound had its commit in it (visible to that
+	   read), so the claims after this need not wait for what it
+	   showed; a stream of claims of a topic filled before waits for
+	   one flush, not one each */
+	if (flush && !q->async && lsn[0])
+		pg_heard_durable(q, k.t.id, bound);
 	if (next)
 		*next = k.seen >= SCAN_MAX && k.n < k.max ? 0 : k.n ? k.now :
 		    nd < 0 || pg_null(res[nd], 0, 0) ? INT64_MAX :

@@ -524,8 +524,11 @@ pg_pipe_commit(struct pgq *q, struct pg_pipe *p, int flush, const char *lsn)
 		pg_pipe_q(q, p, "cannot commit", "BEGIN", 0);
 		pg_pipe_q(q, p, "cannot commit", FLUSH_SQL, 1, lsn);
 		pg_pipe_q(q, p, "cannot commit", "COMMIT", 0);
-	} else if (flush && !q->async)
+		q->flushes++;
+	} else if (flush && !q->async) {
 		pg_pipe_q(q, p, "cannot commit", FLUSH_SQL, 1, lsn);
+		q->flushes++;
+	}
 	for (i = 0; i < q->nnotify; i++) {
 		pg_channel(q, q->notify[i], chan, sizeof chan);
 		pg_arr_str(&a, chan);
@@ -637,6 +640,7 @@ pg_flush(struct pgq *q, const char *lsn)
 	if (q->async)
 		return;
 	q->committing = 1;
+	q->flushes++;
 	while (!(r = pg_q(q, "cannot commit", FLUSH_SQL, 1, lsn)))
 		;
 	q->committing = 0;
@@ -737,6 +741,7 @@ pg_run_flush(struct pgq *q, const char *sql, int n, const char *const *v,
 	    !PQpipelineSync(q->conn))
 		pg_die(q, NULL, what);
 	q->trips++;
+	q->flushes++;
 	pipe_part(q, &r, &err);
 	if (err) {		/* the statement failed: no flush to wait for */
 		if (prep)
@@ -1172,9 +1177,12 @@ pg_close(struct mq *mq)
 {
 	struct pgq *q = PGQ(mq);
 
-	if (getenv("MQ_PG_TRIPS"))	/* mq(7): counted for make bench */
+	if (getenv("MQ_PG_TRIPS")) {	/* mq(7): counted for make bench */
 		fprintf(stderr, "%s: %lld round trips\n", getprogname(),
 		    (long long)q->trips);
+		fprintf(stderr, "%s: %lld flushes asked\n", getprogname(),
+		    (long long)q->flushes);
+	}
 	PQfinish(q->conn);
 	free(q->shown);
 	free(q->notify);

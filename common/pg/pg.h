@@ -47,6 +47,7 @@ struct pgq {
 	int64_t		 busy;		/* lock_timeout, ms */
 	int		 async;		/* MQ_SYNC=normal */
 	int64_t		 trips;		/* round trips, for the curious */
+	int64_t		 flushes;	/* FLUSH_SQL asked, as curious */
 	struct {			/* statements prepared (pg_runc) */
 		const char	*sql;	/* by the address of their text */
 		int		 id;	/* named mq_<id> */
