@@ -1191,7 +1191,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	struct pg_claimed *was;
 	PGresult *r, *res[PG_PIPE_MAX];
 	char lsn[32];
-	int64_t gone0, pos0, t0 = 0, when, now0, hi, bound = 0;
+	int64_t gone0, pos0, t0 = 0, when, now0, hi, bound = 0, tid = 0;
 	int rc, i, nd = -1, flush;
 
 	memset(&k, 0, sizeof k);
@@ -1236,8 +1236,8 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	pg_begin(q);
 	pg_pipe_q(q, &p, "cannot read topic", "SELECT set_config('mq.bound', "
 	    "next_off::text, true), CASE WHEN pg_is_in_recovery() THEN NULL "
-	    "ELSE pg_current_wal_insert_lsn() END FROM topic WHERE name = $1",
-	    1, c->topic);
+	    "ELSE pg_current_wal_insert_lsn() END, id FROM topic WHERE "
+	    "name = $1", 1, c->topic);
 	pg_group_locked(q, &p, c->topic, c->group);
 	if (was) {
 		pg_pipe_q(q, &p, "cannot read deliveries", due_sql(&was->g), 7,
@@ -1253,6 +1253,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	if (PQntuples(res[0]) && !pg_null(res[0], 0, 1)) {
 		pg_copy(res[0], 0, 1, lsn, sizeof lsn);
 		bound = pg_get(res[0], 0, 0);
+		tid = pg_get(res[0], 0, 2);
 	}
 	rc = pg_group_locked_row(res[1], &k.g, &k.t.paused_until);
 	PQclear(res[0]);
@@ -1267,6 +1268,13 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	} else if (pg_topic_ensure(q, c->topic, &k.t, 0) < 0 ||
 	    pg_group_ensure(q, &k.t, c->group, c->latest, &k.g, 1) < 0)
 		goto retry;
+	/* the topic the bound and the WAL's position were read of, not one
+	   made again under its name since (deleted, then sent to): its
+	   offsets below the bound may not be in the WAL up to there */
+	if (lsn[0] && tid != k.t.id) {
+		pg_rollback(q);
+		goto retry;
+	}
 	/* after the lock: what it hands out is handed out from now on (a
 	   due row read before is one due by then, a subset of now's) */
 	k.now = pg_now();

@@ -1100,6 +1100,9 @@ pg_session(struct pgq *q)
 	   a pooled server session used */
 	q->nprep = 0;
 	q->prep_tag = arc4random();
+	/* what the last server said was flushed: this one may be another
+	   (a standby promoted, of a connection string of several hosts) */
+	q->ndurable = 0;
 }
 
 struct mq *
