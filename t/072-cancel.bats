@@ -206,6 +206,28 @@ t/g: cancelled 5"
 	lagj g '.lag == 0 and .delayed == 0'
 }
 
+@test "delay of a later message of a key, or of another message between two of a key, in an ordered group: the key's messages still go one at a time" {
+	# (PostgreSQL handed out c1 and c2 together: the claim writes its
+	# leases at its end, and what it read of the group's keys after it
+	# took a due row moved ahead did not show c1 handed out just before)
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k c t c1 c2
+	mq-topic delay --at now -g g t 2 >/dev/null
+	run -0 mq-recv -g g -n 0 --format '%b %r\n' t
+	assert_equal "${#lines[@]}" 1
+	[[ $output == "c1 "* ]] || fail "want c1 alone, got: $output"
+	mq-ack "${output#c1 }"
+	assert_equal "$(bodies g)" c2
+	# another message between them moved
+	mq-topic group t h --ordered --from latest >/dev/null
+	mq-send -q -k d t d3
+	mq-send -q t x4
+	mq-send -q -k d t d5
+	mq-topic delay --at now -g h t 4 >/dev/null
+	run -0 mq-recv -g h -n 0 --format '%b\n' t
+	assert_equal "$output" "$(printf 'd3\nx4')"
+}
+
 @test "delay of a message the group has not reached: it waits for the group, goes once, in its place when due" {
 	seq 4 | mq-send -q t
 	mq-topic group t g >/dev/null

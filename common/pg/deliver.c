@@ -392,6 +392,12 @@ struct claimer {
 	struct pg_arr		 c_bid, c_off;
 	struct { char *bid; int64_t off; } *handed;
 	int			 nhanded;
+	/* an ordered group: each key's first offset not settled, as read
+	   once a claim and moved down by what it hands out or holds back
+	   (their rows are written at the end, so the SQL of a claim_due
+	   after claim_new does not see them) */
+	struct { char *key; int64_t off; } *keys;
+	int			 nkeys, keys_read;
 	/* --per-key: deliveries in flight per key, read once a claim */
 	struct { char *key; int n; } *inflight;
 	int			 ninflight, kread;
@@ -428,6 +434,11 @@ free_arrays(struct claimer *k)
 		free(k->handed[--k->nhanded].bid);
 	free(k->handed);
 	k->handed = NULL;
+	while (k->nkeys > 0)
+		free(k->keys[--k->nkeys].key);
+	free(k->keys);
+	k->keys = NULL;
+	k->keys_read = 0;
 	while (k->ninflight > 0)
 		free(k->inflight[--k->ninflight].key);
 	free(k->inflight);
@@ -506,6 +517,31 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 		mq_format_receipt(k->out[k->n].receipt, MQ_RECEIPT_MAX,
 		    k->t.name, k->g.name, m->off, attempt, token);
 	k->n++;
+}
+
+/*
+ * An ordered group: the first offset of key not settled, as far as this
+ * claim knows (claimer.keys), made off when that is lower or there is
+ * none yet; the one before, or INT64_MAX for none.
+ */
+static int64_t
+busy_from(struct claimer *k, const char *key, int64_t off)
+{
+	int64_t was;
+	int j;
+
+	for (j = 0; j < k->nkeys && strcmp(k->keys[j].key, key); j++)
+		;
+	if (j == k->nkeys) {
+		k->keys = mq_array(k->keys, k->nkeys + 1, sizeof *k->keys);
+		k->keys[j].key = mq_strdup(key);
+		k->keys[k->nkeys++].off = off;
+		return INT64_MAX;
+	}
+	was = k->keys[j].off;
+	if (off < was)
+		k->keys[j].off = off;
+	return was;
 }
 
 /*
@@ -805,6 +841,14 @@ claim_due(struct claimer *k, int64_t lo)
 		/* looked at: not again in a later round of this claim */
 		k->done = mq_array(k->done, k->ndone + 1, sizeof *k->done);
 		k->done[k->ndone++] = pg_get(r, i, 0);
+		/* an ordered group: an earlier message of its key that this
+		   claim handed out or held back (not written yet, so the SQL
+		   did not see it): it waits, due, for a later claim */
+		if (k->g.ordered && !pg_null(r, i, 4) && busy_from(k,
+		    PQgetvalue(r, i, 4), pg_get(r, i, 0)) < pg_get(r, i, 0)) {
+			mq_msg_free(&m);
+			continue;
+		}
 		if (id && (how = idem_verdict(k, &id[i], pg_get(r, i, 0)))) {
 			idem_apply(k, how, &id[i], pg_get(r, i, 0), attempt,
 			    expired, pg_null(r, i, 4) ? NULL :
@@ -881,9 +925,8 @@ claim_new(struct claimer *k)
 	struct pgq *q = k->q;
 	struct mq_msg m;
 	PGresult *r, *busy;
-	struct { char *key; int64_t off; } *keys = NULL;	/* from off on */
 	struct idem *x = NULL;
-	int i, j, n, want, nkeys = 0, held, idle, looked = 0, how, *fl, rc;
+	int i, n, want, held, idle, how, *fl, rc;
 
 	do {
 		want = k->max - k->n;
@@ -894,17 +937,17 @@ claim_new(struct claimer *k)
 		} else if (!(r = pg_qc(q, "cannot read messages", NEW_SQL, 4,
 		    pg_int(q, k->t.id), pg_int(q, k->pos), pg_int(q, want),
 		    pg_int(q, k->g.id))))
-			goto retry;
+			return PG_RETRY;
 		/* read ahead (claim) for max, before the due rows took
 		   their share of it: no more than want of them */
 		if ((n = PQntuples(r)) > want)
 			n = want;
 		if (n && *k->g.idem && !(x = idem_look(k, r, n, 0, 9, -1))) {
 			PQclear(r);
-			goto retry;
+			return PG_RETRY;
 		}
-		if (k->g.ordered && n && !looked) {
-			looked = 1;
+		if (k->g.ordered && n && !k->keys_read) {
+			k->keys_read = 1;
 			/* the first unsettled offset of each key */
 			if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT "
 			    "key, min(off) FROM delivery WHERE grp = $1 AND key "
@@ -912,13 +955,11 @@ claim_new(struct claimer *k)
 			    pg_int(q, k->g.id)))) {
 				PQclear(r);
 				idem_free(x, n);
-				goto retry;
+				return PG_RETRY;
 			}
-			for (i = 0; i < PQntuples(busy); i++) {
-				keys = mq_array(keys, nkeys + 1, sizeof *keys);
-				keys[nkeys].key = pg_str(busy, i, 0);
-				keys[nkeys++].off = pg_get(busy, i, 1);
-			}
+			for (i = 0; i < PQntuples(busy); i++)
+				busy_from(k, PQgetvalue(busy, i, 0),
+				    pg_get(busy, i, 1));
 			PQclear(busy);
 		}
 		for (i = idle = 0; i < n && !k->passed; i++) {
@@ -946,25 +987,14 @@ claim_new(struct claimer *k)
 				mq_msg_free(&m);
 				continue;
 			}
-			if (k->g.ordered && m.key) {
-				for (j = 0; j < nkeys && strcmp(keys[j].key,
-				    m.key); j++)
-					;
-				held |= j < nkeys && keys[j].off < m.off;
-				if (j == nkeys) {	/* busy from here on */
-					keys = mq_array(keys, nkeys + 1,
-					    sizeof *keys);
-					keys[nkeys].key = mq_strdup(m.key);
-					keys[nkeys++].off = m.off;
-				} else if (keys[j].off > m.off)
-					keys[j].off = m.off;
-			}
+			if (k->g.ordered && m.key)
+				held |= busy_from(k, m.key, m.off) < m.off;
 			fl = in_flight(k, m.key, &rc);
 			if (rc < 0) {
 				mq_msg_free(&m);
 				PQclear(r);
 				idem_free(x, n);
-				goto retry;
+				return PG_RETRY;
 			}
 			held |= fl && *fl >= k->g.per_key;
 			if (held) {
@@ -991,15 +1021,7 @@ claim_new(struct claimer *k)
 		k->seen += n;
 	} while (n == want && idle && !k->passed && k->n < k->max &&
 	    k->seen < SCAN_MAX);
-	for (i = 0; i < nkeys; i++)
-		free(keys[i].key);
-	free(keys);
 	return n;
-retry:
-	for (i = 0; i < nkeys; i++)
-		free(keys[i].key);
-	free(keys);
-	return PG_RETRY;
 }
 
 /*
