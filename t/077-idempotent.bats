@@ -85,6 +85,27 @@ ran() {
 	assert_line --regexp 'attempt 1  duplicate  .*duplicate of #2$'
 }
 
+@test "idempotent-by field:1: ids that are not UTF-8 work as any other, and block nothing" {
+	# (PostgreSQL refused the id at every claim: 65, "invalid byte
+	# sequence for encoding UTF8", and the group handed out nothing
+	# more, not even the messages before it)
+	mq-topic group t g --idempotent-by field:1 >/dev/null
+	mq-send -q t 'ok1 a'
+	printf '\377 b\n' | mq-send -q t
+	mq-send -q t 'ok3 c'
+	printf '\377 d\n' | mq-send -q t	# the id of 2: held back
+	printf '\376 e\n' | mq-send -q t
+	# an id that is the form PostgreSQL keeps the one of 2 in
+	printf '\357\277\277ff f\n' | mq-send -q t
+	run -0 mq-recv -g g -n 0 --format '%o %r\n' t
+	assert_equal "$(cut -d' ' -f1 <<<"$output" | tr '\n' ' ')" "1 2 3 5 6 "
+	cut -d' ' -f2 <<<"$output" | mq-ack
+	run -1 mq-recv -g g -n 0 t
+	lagj g '.lag == 0 and .duplicates_total == 1'
+	run -0 mq-replay --trace 4 t
+	assert_line --regexp 'duplicate of #2$'
+}
+
 @test "idempotent: a dead letter lets the next one go; --max-attempts 1" {
 	mq-topic group t g --idempotent-by key --max-attempts 1 >/dev/null
 	mq-send -q -k k1 t <<<'a'
