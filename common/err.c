@@ -131,8 +131,10 @@ mq_finish(void)
 	bad |= fclose(stdout) == EOF;
 	if (!bad)
 		return 0;
+	/* errno is the failed write's only while nothing came between
+	   (closing a PostgreSQL connection clears it): no "Success" */
 	if (!gone && errno != EPIPE)
-		mq_warn("write error:");
+		mq_warn(errno ? "write error:" : "write error");
 	return MQ_EX_IOERR;
 }
 

@@ -84,6 +84,18 @@ send10() {
 	[ "$(offsets h)" = "1 2 3 4 5 6 7 8 9 10 " ]
 }
 
+@test "a full disk on stdout: 74 and the cause, from mq-replay and mq-send alike" {
+	# (on PostgreSQL, closing the connection cleared errno before the
+	# last flush's check: "write error: Success")
+	[ -w /dev/full ] || skip "no /dev/full"
+	mq-send -q t a b
+	run -74 --separate-stderr sh -c 'mq-replay t >/dev/full'
+	assert_equal "$stderr" "mq-replay: write error: No space left on device"
+	run -74 --separate-stderr sh -c 'mq-send t c >/dev/full'
+	assert_equal "$stderr" "mq-send: write error: No space left on device"
+	assert_equal "$(mq-replay --format '%b\n' t)" "$(printf 'a\nb\nc')"
+}
+
 @test "bodies are escaped so each message is one line" {
 	mq-send -q t "$(printf 'two\nlines\tand a \\ backslash')" "$(printf 'bin\001')"
 	run -0 mq-replay t

@@ -1179,6 +1179,7 @@ static void
 pg_close(struct mq *mq)
 {
 	struct pgq *q = PGQ(mq);
+	int e = errno;		/* a failed write's, for mq_finish */
 
 	if (getenv("MQ_PG_TRIPS")) {	/* mq(7): counted for make bench */
 		fprintf(stderr, "%s: %lld round trips\n", getprogname(),
@@ -1190,6 +1191,7 @@ pg_close(struct mq *mq)
 	free(q->shown);
 	free(q->notify);
 	free(q);
+	errno = e;
 }
 
 int
