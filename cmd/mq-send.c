@@ -102,6 +102,9 @@ add(struct batch *b, char *body, size_t len)
 	    dedup_field)))
 		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
 		    "the dedup id from", dedup_field);
+	if (dedup_field && !mq_valid_key(b->id[b->n], strlen(b->id[b->n]), 1))
+		mq_die(MQ_EX_DATAERR, "message refused: its dedup id (field "
+		    "%d) is not 1-1024 bytes of UTF-8", dedup_field);
 	b->rec[b->n].body = body;
 	b->rec[b->n].len = len;
 	b->n++;
@@ -216,7 +219,7 @@ main(int argc, char *argv[])
 			if ((ttl = mq_duration_arg(optarg, "ttl")) < 1)
 				mq_usage_err("invalid ttl: must be above zero");
 			break;
-		case 'u': dedup = mq_key_arg(optarg, 0, "dedup id"); break;
+		case 'u': dedup = mq_key_arg(optarg, 1, "dedup id"); break;
 		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000, "field");
 			  break;
 		case 'h': mq_help();

@@ -231,6 +231,28 @@ ago"
 3"
 }
 
+@test "dedup ids and keys are UTF-8, sent or looked for: 64 for an argument, 65 for a field, on both backends" {
+	# (SQLite stored any bytes, PostgreSQL failed 65 at the server's
+	# text; a key to look for that cannot have been sent was 65 there,
+	# nothing found here)
+	ff=$(printf '\377')
+	mq-send -q -k k --dedup d t a
+	before=$(db_state)
+	run -64 --separate-stderr mq-send --dedup "x$ff" t b
+	assert_regex "$stderr" '^mq-send: invalid dedup id: want 1-1024 bytes of UTF-8'
+	run -64 --separate-stderr mq-replay -k "$ff" t
+	assert_regex "$stderr" '^mq-replay: invalid key: want 1-1024 bytes of UTF-8'
+	run -64 mq-lag --messages -k "$ff" t g
+	run -64 mq-topic cancel -k "$ff" t
+	run -64 mq-topic delay --delay 1h --dedup "$ff" t
+	assert_equal "$(db_state)" "$before"
+	# a stream: 65 at the record, its batch not stored
+	run -65 --separate-stderr mq-send --dedup-field 1 t < <(printf 'e\tb\n%s\tc\nf\td\n' "$ff")
+	assert_output ""
+	assert_equal "$stderr" "mq-send: message refused: its dedup id (field 1) is not 1-1024 bytes of UTF-8"
+	assert_equal "$(db_state)" "$before"
+}
+
 @test "--dedup with two messages, or with --dedup-field or stdin lines: 64" {
 	run -64 --separate-stderr mq-send --dedup id t a b
 	[[ $stderr == mq-send:* ]]
