@@ -70,6 +70,21 @@ teardown() {
 	mq-lag --json t g | jtrue -s '.[0] | .in_flight == 5 and .lag == 8'
 }
 
+@test "-A in an ordered or --per-key 1 group: each auto-ack settles in the claim, so the key's next goes in it too" {
+	# (PostgreSQL handed out one of a key a claim: a1, then a2, then a3)
+	mq-topic group t o --ordered >/dev/null
+	mq-topic group t p --per-key 1 >/dev/null
+	mq-send -q -k a t a1 a2 a3
+	run -0 mq-recv -A -g o -n 0 --format '%b ' t
+	assert_output 'a1 a2 a3 '
+	run -0 mq-recv -A -g p -n 0 --format '%b ' t
+	assert_output 'a1 a2 a3 '
+	# one in flight holds the key still
+	mq-send -q -k b t b4 b5
+	mq-recv -g o --format '%b' t >/dev/null
+	run -1 mq-recv -A -g o -n 0 t
+}
+
 @test "--per-key: a failed one waits for its retry without holding its key; a lease that ran out still counts" {
 	mq-topic group t g --per-key 1 --backoff 1h --lease 1s >/dev/null
 	mq-send -q -k a t a1

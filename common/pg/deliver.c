@@ -521,17 +521,19 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 
 /*
  * An ordered group: the first offset of key not settled, as far as this
- * claim knows (claimer.keys), made off when that is lower or there is
- * none yet; the one before, or INT64_MAX for none.
+ * claim knows (claimer.keys), or INT64_MAX for none; when mark (off stays
+ * unsettled: not handed out, or leased), made off if that is lower.
  */
 static int64_t
-busy_from(struct claimer *k, const char *key, int64_t off)
+busy_from(struct claimer *k, const char *key, int64_t off, int mark)
 {
 	int64_t was;
 	int j;
 
 	for (j = 0; j < k->nkeys && strcmp(k->keys[j].key, key); j++)
 		;
+	if (!mark)
+		return j < k->nkeys ? k->keys[j].off : INT64_MAX;
 	if (j == k->nkeys) {
 		k->keys = mq_array(k->keys, k->nkeys + 1, sizeof *k->keys);
 		k->keys[j].key = mq_strdup(key);
@@ -874,7 +876,8 @@ claim_due(struct claimer *k, int64_t lo)
 		   claim handed out or held back (not written yet, so the SQL
 		   did not see it): it waits, due, for a later claim */
 		if (k->g.ordered && !pg_null(r, i, 4) && busy_from(k,
-		    PQgetvalue(r, i, 4), pg_get(r, i, 0)) < pg_get(r, i, 0)) {
+		    PQgetvalue(r, i, 4), pg_get(r, i, 0), !k->c->autoack) <
+		    pg_get(r, i, 0)) {
 			mq_msg_free(&m);
 			continue;
 		}
@@ -888,8 +891,11 @@ claim_due(struct claimer *k, int64_t lo)
 			mq_msg_free(&m);
 			continue;
 		}
-		if (fl && pg_get(r, i, 1) != MQ_LEASED)
+		/* in flight from now on, or (auto-acked) no longer */
+		if (fl && !k->c->autoack && pg_get(r, i, 1) != MQ_LEASED)
 			++*fl;
+		else if (fl && k->c->autoack && pg_get(r, i, 1) == MQ_LEASED)
+			--*fl;
 		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
 		    NULL : PQgetvalue(r, i, 4), 1, id ? id[i].bid : NULL);
 	}
@@ -988,7 +994,7 @@ claim_new(struct claimer *k)
 			}
 			for (i = 0; i < PQntuples(busy); i++)
 				busy_from(k, PQgetvalue(busy, i, 0),
-				    pg_get(busy, i, 1));
+				    pg_get(busy, i, 1), 1);
 			PQclear(busy);
 		}
 		for (i = idle = 0; i < n && !k->passed; i++) {
@@ -1016,8 +1022,11 @@ claim_new(struct claimer *k)
 				mq_msg_free(&m);
 				continue;
 			}
+			/* (an auto-ack settles it in this claim: its key
+			   stays free for the next, as on SQLite) */
 			if (k->g.ordered && m.key)
-				held |= busy_from(k, m.key, m.off) < m.off;
+				held |= busy_from(k, m.key, m.off,
+				    !k->c->autoack) < m.off;
 			fl = in_flight(k, m.key, &rc);
 			if (rc < 0) {
 				mq_msg_free(&m);
@@ -1026,6 +1035,8 @@ claim_new(struct claimer *k)
 				return PG_RETRY;
 			}
 			held |= fl && *fl >= k->g.per_key;
+			if (held && k->g.ordered && m.key)
+				busy_from(k, m.key, m.off, 1);
 			if (held) {
 				pg_arr_int(&k->h_off, m.off);
 				pg_arr_int(&k->h_due, m.due > k->now ? m.due :
@@ -1035,12 +1046,14 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (x && (how = idem_verdict(k, &x[i], m.off))) {
+				if (k->g.ordered && m.key)
+					busy_from(k, m.key, m.off, 1);
 				idem_apply(k, how, &x[i], m.off, 0, 0, m.key, 0);
 				mq_msg_free(&m);
 				continue;
 			}
 			idle--;
-			if (fl)
+			if (fl && !k->c->autoack)
 				++*fl;
 			deliver(k, &m, 1, 0, m.key, 0, x ? x[i].bid : NULL);
 		}
