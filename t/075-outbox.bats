@@ -243,6 +243,26 @@ release_lock() {
 	assert_output 2
 	run -0 sql "SELECT (SELECT count(*) FROM topic), (SELECT count(*) FROM msg)"
 	assert_output "0|0"
+	# times past 9e15 ms (SQLite added them to now and overflowed, a
+	# delay due at once; PostgreSQL's interval refused them, 65 naming
+	# no row), and a dedup id that is not UTF-8
+	app "DELETE FROM mq_outbox WHERE id = 6;
+	    INSERT INTO mq_outbox (topic, body, delay) VALUES ('t', 'x', 9223372036854775807)"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	one_error mq-send
+	stderr_has "row 7: invalid delay: want ms or a duration, up to 9e15"
+	app "DELETE FROM mq_outbox WHERE id = 7;
+	    INSERT INTO mq_outbox (topic, body, ttl) VALUES ('t', 'x', 50000000000000000)"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	stderr_has "row 8: invalid ttl: want ms or a duration, up to 9e15"
+	app "DELETE FROM mq_outbox WHERE id = 8;
+	    INSERT INTO mq_outbox (topic, body, dedup) VALUES ('t', 'x', CAST(x'ff' AS TEXT))"
+	run -65 --separate-stderr mq-send --from-outbox app.db
+	stderr_has "row 9: invalid dedup: want 1-1024 bytes of UTF-8"
+	app "DELETE FROM mq_outbox WHERE id = 9;
+	    INSERT INTO mq_outbox (topic, body, delay) VALUES ('t', 'late', 9000000000000000)"
+	run -0 mq-send --from-outbox app.db
+	assert_equal "$(bodies t)" "$(printf 'fine\nlate')"
 }
 
 @test "-f follows the outbox: a committed row is moved at once; SIGTERM ends it with 0" {

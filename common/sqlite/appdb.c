@@ -292,6 +292,13 @@ shown(const char *t, char *buf, size_t len)
 	return buf;
 }
 
+/*
+ * The most milliseconds a row may say (about 285,000 years): what
+ * PostgreSQL's interval and timestamp hold, and far from overflowing
+ * when added to now (a larger delay was due at once on SQLite).
+ */
+#define ROW_MS_MAX	9000000000000000LL
+
 /* A column of milliseconds: NULL (-1), a number, or a duration or time. */
 static int64_t
 ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
@@ -305,18 +312,18 @@ ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 	case SQLITE_NULL:
 		return -1;
 	case SQLITE_INTEGER:
-		if ((v = sqlite3_column_int64(s, col)) >= 0)
+		if ((v = sqlite3_column_int64(s, col)) >= 0 && v <= ROW_MS_MAX)
 			return v;
 		break;
 	case SQLITE_TEXT:
 		t = (const char *)sqlite3_column_text(s, col);
-		if (time ? mq_parse_time(t, mq_now(), &v) == 0 :
-		    mq_parse_duration(t, &v) == 0)
+		if ((time ? mq_parse_time(t, mq_now(), &v) == 0 :
+		    mq_parse_duration(t, &v) == 0) && v <= ROW_MS_MAX)
 			return v;
 		bad(o, id, "invalid %s '%s'", name, shown(t, buf, sizeof buf));
 	}
-	bad(o, id, "invalid %s: want %s", name, time ? "ms since the epoch "
-	    "or a time" : "ms or a duration");
+	bad(o, id, "invalid %s: want %s, up to 9e15", name, time ? "ms since "
+	    "the epoch or a time" : "ms or a duration");
 }
 
 /* The text of a column, checked; NULL for NULL. */
@@ -355,7 +362,7 @@ row(struct mq_appdb *o, struct mq_outrow *r)
 	r->a.at = ms(o, r->id, 5, 1, "at");
 	if (r->a.delay >= 0 && r->a.at >= 0)
 		bad(o, r->id, "delay and at exclude each other");
-	r->r.dedup = text(o, r->id, 6, "dedup", 0);
+	r->r.dedup = text(o, r->id, 6, "dedup", 1);
 	if (!r->r.dedup) {	/* the row's own, unique to this outbox */
 		snprintf(buf, sizeof buf, "%lld@", (long long)r->id);
 		r->r.dedup = mq_alloc(strlen(buf) + strlen(o->source) + 1);
