@@ -106,6 +106,21 @@ ran() {
 	assert_line --regexp 'duplicate of #2$'
 }
 
+@test "ordered and idempotent: a duplicate behind its key waits for its turn before it is settled as one" {
+	# (PostgreSQL settled it at once, before the message ahead of it
+	# in its key: a later --replace of the key found it gone)
+	mq-topic group t h --ordered --idempotent-by field:1 >/dev/null
+	mq-send -q t 'y 1'
+	mq-recv -A -g h t >/dev/null
+	mq-send -q -k b t m2 'y 3'
+	run -0 mq-recv -g h -n 0 --format '%o\n' t
+	assert_output 2
+	lagj h '.lag == 2 and .duplicates_total == 0'
+	mq-send -q -k b --replace t m4
+	run -0 mq-replay --trace 3 t
+	assert_line --regexp 'replaced .*by #4$'
+}
+
 @test "idempotent: a dead letter lets the next one go; --max-attempts 1" {
 	mq-topic group t g --idempotent-by key --max-attempts 1 >/dev/null
 	mq-send -q -k k1 t <<<'a'

@@ -1015,13 +1015,9 @@ claim_new(struct claimer *k)
 				mq_msg_free(&m);
 				continue;
 			}
+			/* held back (delayed, its key busy or full) before
+			   it is looked at as a duplicate, as on SQLite */
 			held = m.due > k->now;
-			/* a duplicate goes now, and holds no key */
-			if (!held && x && x[i].bid && x[i].first) {
-				idem_apply(k, 1, &x[i], m.off, 0, 0, m.key, 0);
-				mq_msg_free(&m);
-				continue;
-			}
 			/* (an auto-ack settles it in this claim: its key
 			   stays free for the next, as on SQLite) */
 			if (k->g.ordered && m.key)
@@ -1046,8 +1042,8 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (x && (how = idem_verdict(k, &x[i], m.off))) {
-				if (k->g.ordered && m.key)
-					busy_from(k, m.key, m.off, 1);
+				if (how == 2 && k->g.ordered && m.key)
+					busy_from(k, m.key, m.off, 1);	/* waits */
 				idem_apply(k, how, &x[i], m.off, 0, 0, m.key, 0);
 				mq_msg_free(&m);
 				continue;
