@@ -228,6 +228,17 @@ t/g: cancelled 5"
 	assert_equal "$output" "$(printf 'd3\nx4')"
 }
 
+@test "ordered: a message moved ahead whose time to live ran out frees its key in the same claim" {
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k c --ttl 1s t c1
+	mq-send -q -k c t c2
+	mq-topic delay --at now -g g t 1 >/dev/null
+	sleep 1.2
+	run -0 mq-recv -g g -n 0 --format '%b\n' t
+	assert_output c2
+	lagj g '.lapsed_total == 1'
+}
+
 @test "delay of a message the group has not reached: it waits for the group, goes once, in its place when due" {
 	seq 4 | mq-send -q t
 	mq-topic group t g >/dev/null

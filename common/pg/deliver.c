@@ -363,6 +363,12 @@ pg_msg_row(PGresult *r, int i, int c, struct mq_msg *m)
 	m->headers = pg_str(r, i, c + 5);
 }
 
+/* Keys and the first offset of each (key_first, key_mark). */
+struct keymap {
+	struct { char *key; int64_t off; } *e;
+	int		 n;
+};
+
 struct claimer {
 	struct pgq		*q;
 	const struct mq_claim	*c;
@@ -392,12 +398,10 @@ struct claimer {
 	struct pg_arr		 c_bid, c_off;
 	struct { char *bid; int64_t off; } *handed;
 	int			 nhanded;
-	/* an ordered group: each key's first offset not settled, as read
-	   once a claim and moved down by what it hands out or holds back
-	   (their rows are written at the end, so the SQL of a claim_due
-	   after claim_new does not see them) */
-	struct { char *key; int64_t off; } *keys;
-	int			 nkeys, keys_read;
+	/* an ordered group: what this claim leaves unsettled of each key
+	   (handed out, held back, waiting for its id), not written yet, so
+	   that no read of the claim after it sees it (keymap) */
+	struct keymap		 own;
 	/* --per-key: deliveries in flight per key, read once a claim */
 	struct { char *key; int n; } *inflight;
 	int			 ninflight, kread;
@@ -405,6 +409,8 @@ struct claimer {
 	   came back (claim): used when that row says they still hold */
 	PGresult		*pre_due, *pre_new;
 };
+
+static void key_free(struct keymap *);
 
 static void
 free_arrays(struct claimer *k)
@@ -434,11 +440,7 @@ free_arrays(struct claimer *k)
 		free(k->handed[--k->nhanded].bid);
 	free(k->handed);
 	k->handed = NULL;
-	while (k->nkeys > 0)
-		free(k->keys[--k->nkeys].key);
-	free(k->keys);
-	k->keys = NULL;
-	k->keys_read = 0;
+	key_free(&k->own);
 	while (k->ninflight > 0)
 		free(k->inflight[--k->ninflight].key);
 	free(k->inflight);
@@ -519,31 +521,41 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 	k->n++;
 }
 
-/*
- * An ordered group: the first offset of key not settled, as far as this
- * claim knows (claimer.keys), or INT64_MAX for none; when mark (off stays
- * unsettled: not handed out, or leased), made off if that is lower.
- */
+/* An ordered group's key: the first offset of it not settled. */
 static int64_t
-busy_from(struct claimer *k, const char *key, int64_t off, int mark)
+key_first(const struct keymap *m, const char *key)
 {
-	int64_t was;
 	int j;
 
-	for (j = 0; j < k->nkeys && strcmp(k->keys[j].key, key); j++)
+	for (j = 0; j < m->n; j++)
+		if (!strcmp(m->e[j].key, key))
+			return m->e[j].off;
+	return INT64_MAX;
+}
+
+/* off of key is not settled. */
+static void
+key_mark(struct keymap *m, const char *key, int64_t off)
+{
+	int j;
+
+	for (j = 0; j < m->n && strcmp(m->e[j].key, key); j++)
 		;
-	if (!mark)
-		return j < k->nkeys ? k->keys[j].off : INT64_MAX;
-	if (j == k->nkeys) {
-		k->keys = mq_array(k->keys, k->nkeys + 1, sizeof *k->keys);
-		k->keys[j].key = mq_strdup(key);
-		k->keys[k->nkeys++].off = off;
-		return INT64_MAX;
-	}
-	was = k->keys[j].off;
-	if (off < was)
-		k->keys[j].off = off;
-	return was;
+	if (j == m->n) {
+		m->e = mq_array(m->e, (size_t)m->n + 1, sizeof *m->e);
+		m->e[j].key = mq_strdup(key);
+		m->e[m->n++].off = off;
+	} else if (off < m->e[j].off)
+		m->e[j].off = off;
+}
+
+static void
+key_free(struct keymap *m)
+{
+	while (m->n > 0)
+		free(m->e[--m->n].key);
+	free(m->e);
+	m->e = NULL;
 }
 
 /*
@@ -875,9 +887,8 @@ claim_due(struct claimer *k, int64_t lo)
 		/* an ordered group: an earlier message of its key that this
 		   claim handed out or held back (not written yet, so the SQL
 		   did not see it): it waits, due, for a later claim */
-		if (k->g.ordered && !pg_null(r, i, 4) && busy_from(k,
-		    PQgetvalue(r, i, 4), pg_get(r, i, 0), !k->c->autoack) <
-		    pg_get(r, i, 0)) {
+		if (k->g.ordered && !pg_null(r, i, 4) && key_first(&k->own,
+		    PQgetvalue(r, i, 4)) < pg_get(r, i, 0)) {
 			mq_msg_free(&m);
 			continue;
 		}
@@ -961,7 +972,8 @@ claim_new(struct claimer *k)
 	struct mq_msg m;
 	PGresult *r, *busy;
 	struct idem *x = NULL;
-	int i, n, want, held, idle, how, *fl, rc;
+	struct keymap db = { 0 };	/* the rows' first unsettled offsets */
+	int i, n, want, held, idle, how, *fl, rc, looked = 0;
 
 	do {
 		want = k->max - k->n;
@@ -972,29 +984,30 @@ claim_new(struct claimer *k)
 		} else if (!(r = pg_qc(q, "cannot read messages", NEW_SQL, 4,
 		    pg_int(q, k->t.id), pg_int(q, k->pos), pg_int(q, want),
 		    pg_int(q, k->g.id))))
-			return PG_RETRY;
+			goto retry;
 		/* read ahead (claim) for max, before the due rows took
 		   their share of it: no more than want of them */
 		if ((n = PQntuples(r)) > want)
 			n = want;
 		if (n && *k->g.idem && !(x = idem_look(k, r, n, 0, 9, -1))) {
 			PQclear(r);
-			return PG_RETRY;
+			goto retry;
 		}
-		if (k->g.ordered && n && !k->keys_read) {
-			k->keys_read = 1;
-			/* the first unsettled offset of each key */
+		if (k->g.ordered && n && !looked) {
+			looked = 1;
+			/* the first unsettled offset of each key, as the rows
+			   say now (what a claim_due before settled is gone) */
 			if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT "
 			    "key, min(off) FROM delivery WHERE grp = $1 AND key "
 			    "IS NOT NULL AND state < 2 GROUP BY key", 1,
 			    pg_int(q, k->g.id)))) {
 				PQclear(r);
 				idem_free(x, n);
-				return PG_RETRY;
+				goto retry;
 			}
 			for (i = 0; i < PQntuples(busy); i++)
-				busy_from(k, PQgetvalue(busy, i, 0),
-				    pg_get(busy, i, 1), 1);
+				key_mark(&db, PQgetvalue(busy, i, 0),
+				    pg_get(busy, i, 1));
 			PQclear(busy);
 		}
 		for (i = idle = 0; i < n && !k->passed; i++) {
@@ -1018,21 +1031,23 @@ claim_new(struct claimer *k)
 			/* held back (delayed, its key busy or full) before
 			   it is looked at as a duplicate, as on SQLite */
 			held = m.due > k->now;
-			/* (an auto-ack settles it in this claim: its key
-			   stays free for the next, as on SQLite) */
 			if (k->g.ordered && m.key)
-				held |= busy_from(k, m.key, m.off,
-				    !k->c->autoack) < m.off;
+				held |= key_first(&db, m.key) < m.off ||
+				    key_first(&k->own, m.key) < m.off;
 			fl = in_flight(k, m.key, &rc);
 			if (rc < 0) {
 				mq_msg_free(&m);
 				PQclear(r);
 				idem_free(x, n);
-				return PG_RETRY;
+				goto retry;
 			}
 			held |= fl && *fl >= k->g.per_key;
+			/* its key is busy from here on while it is not
+			   settled: held back, waiting for its id, or leased
+			   (an auto-ack, a duplicate, a purged one settle in
+			   this claim: the key stays free, as on SQLite) */
 			if (held && k->g.ordered && m.key)
-				busy_from(k, m.key, m.off, 1);
+				key_mark(&k->own, m.key, m.off);
 			if (held) {
 				pg_arr_int(&k->h_off, m.off);
 				pg_arr_int(&k->h_due, m.due > k->now ? m.due :
@@ -1043,7 +1058,7 @@ claim_new(struct claimer *k)
 			}
 			if (x && (how = idem_verdict(k, &x[i], m.off))) {
 				if (how == 2 && k->g.ordered && m.key)
-					busy_from(k, m.key, m.off, 1);	/* waits */
+					key_mark(&k->own, m.key, m.off);
 				idem_apply(k, how, &x[i], m.off, 0, 0, m.key, 0);
 				mq_msg_free(&m);
 				continue;
@@ -1051,6 +1066,8 @@ claim_new(struct claimer *k)
 			idle--;
 			if (fl && !k->c->autoack)
 				++*fl;
+			if (k->g.ordered && m.key && m.body && !k->c->autoack)
+				key_mark(&k->own, m.key, m.off);
 			deliver(k, &m, 1, 0, m.key, 0, x ? x[i].bid : NULL);
 		}
 		PQclear(r);
@@ -1059,7 +1076,11 @@ claim_new(struct claimer *k)
 		k->seen += n;
 	} while (n == want && idle && !k->passed && k->n < k->max &&
 	    k->seen < SCAN_MAX);
+	key_free(&db);
 	return n;
+retry:
+	key_free(&db);
+	return PG_RETRY;
 }
 
 /*
