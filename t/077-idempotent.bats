@@ -121,16 +121,6 @@ ran() {
 	assert_line --regexp 'replaced .*by #4$'
 }
 
-@test "ordered and idempotent: a duplicate settled in a claim leaves its key free for the next message of it" {
-	mq-topic group t h --ordered --idempotent-by field:1 >/dev/null
-	mq-send -q t 'y 1'
-	mq-recv -A -g h t >/dev/null
-	mq-send -q -k b t 'y 2' 'z 3'
-	run -0 mq-recv -g h -n 0 --format '%b\n' t
-	assert_output 'z 3'
-	lagj h '.duplicates_total == 1 and .in_flight == 1'
-}
-
 @test "idempotent: a dead letter lets the next one go; --max-attempts 1" {
 	mq-topic group t g --idempotent-by key --max-attempts 1 >/dev/null
 	mq-send -q -k k1 t <<<'a'
