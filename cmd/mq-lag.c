@@ -192,7 +192,7 @@ main(int argc, char *argv[])
 		case 'W': wide = MQ_LAG_WIDE; break;
 		case 'm': items = 1; break;
 		case 's': list.states = mq_item_states(optarg); break;
-		case 'k': list.key = mq_key_arg(optarg, 1, "key"); break;
+		case 'k': list.key = mq_key_arg(optarg, "key"); break;
 		case 'n': limit = (long)mq_num_arg(optarg, 1, 1000000000,
 			      "count");
 			  break;

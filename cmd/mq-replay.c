@@ -175,7 +175,7 @@ main(int argc, char *argv[])
 		case 'd': dbpath = optarg; break;
 		case 'f': follow = 1; break;
 		case 'g': group = mq_name_arg(optarg, "group"); break;
-		case 'k': key = mq_key_arg(optarg, 1, "key"); break;
+		case 'k': key = mq_key_arg(optarg, "key"); break;
 		case 'H': mq_header_arg(&headers, optarg, 0); break;
 		case 'n': limit = (long)mq_num_arg(optarg, 0, 1000000000,
 			      "count");

@@ -102,7 +102,7 @@ add(struct batch *b, char *body, size_t len)
 	    dedup_field)))
 		mq_die(MQ_EX_DATAERR, "message refused: no field %d to take "
 		    "the dedup id from", dedup_field);
-	if (dedup_field && !mq_valid_key(b->id[b->n], strlen(b->id[b->n]), 1))
+	if (dedup_field && !mq_valid_key(b->id[b->n], strlen(b->id[b->n])))
 		mq_die(MQ_EX_DATAERR, "message refused: its dedup id (field "
 		    "%d) is not 1-1024 bytes of UTF-8", dedup_field);
 	b->rec[b->n].body = body;
@@ -207,7 +207,7 @@ main(int argc, char *argv[])
 		case 'e': unescape = 1; break;
 		case 'f': follow = 1; break;
 		case 'H': mq_header_arg(&headers, optarg, 1); break;
-		case 'k': key = mq_key_arg(optarg, 1, "key"); break;
+		case 'k': key = mq_key_arg(optarg, "key"); break;
 		case 'O': outbox = optarg; break;
 		case 'q': quiet = 1; break;
 		case 'r': replace = 1; break;
@@ -219,7 +219,7 @@ main(int argc, char *argv[])
 			if ((ttl = mq_duration_arg(optarg, "ttl")) < 1)
 				mq_usage_err("invalid ttl: must be above zero");
 			break;
-		case 'u': dedup = mq_key_arg(optarg, 1, "dedup id"); break;
+		case 'u': dedup = mq_key_arg(optarg, "dedup id"); break;
 		case 'U': dedup_field = (int)mq_num_arg(optarg, 1, 1000, "field");
 			  break;
 		case 'h': mq_help();

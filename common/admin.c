@@ -274,8 +274,8 @@ mq_topic_mark(const char *db, int op, int force, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "fg:k:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'g': m.group = mq_name_arg(optarg, "group"); break;
-		case 'k': m.key = mq_key_arg(optarg, 1, "key"); break;
-		case 'i': m.dedup = mq_key_arg(optarg, 1, "dedup id"); break;
+		case 'k': m.key = mq_key_arg(optarg, "key"); break;
+		case 'i': m.dedup = mq_key_arg(optarg, "dedup id"); break;
 		case 'f': m.force = 1; break;
 		case 'n': m.dry = 1; break;
 		case 'a':

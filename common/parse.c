@@ -232,20 +232,19 @@ mq_name_arg(const char *s, const char *what)
 	return s;
 }
 
-/* A key (utf8) or a dedup id: 1-1024 bytes, no NUL. */
+/* A key or a dedup id: 1-1024 bytes of UTF-8, no NUL. */
 int
-mq_valid_key(const void *p, size_t n, int utf8)
+mq_valid_key(const void *p, size_t n)
 {
 	return n >= 1 && n <= 1024 && !memchr(p, '\0', n) &&
-	    (!utf8 || mq_utf8_valid(p, n));
+	    mq_utf8_valid(p, n);
 }
 
 const char *
-mq_key_arg(const char *s, int utf8, const char *what)
+mq_key_arg(const char *s, const char *what)
 {
-	if (!mq_valid_key(s, strlen(s), utf8))
-		mq_usage_err("invalid %s: want 1-1024 bytes%s", what,
-		    utf8 ? " of UTF-8" : "");
+	if (!mq_valid_key(s, strlen(s)))
+		mq_usage_err("invalid %s: want 1-1024 bytes of UTF-8", what);
 	return s;
 }
 

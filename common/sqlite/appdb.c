@@ -328,16 +328,15 @@ ms(struct mq_appdb *o, int64_t id, int col, int time, const char *name)
 
 /* The text of a column, checked; NULL for NULL. */
 static char *
-text(struct mq_appdb *o, int64_t id, int col, const char *name, int utf8)
+text(struct mq_appdb *o, int64_t id, int col, const char *name)
 {
 	const unsigned char *t = sqlite3_column_text(o->rows, col);
 	size_t n = sqlite3_column_bytes(o->rows, col);
 
 	if (!t)
 		return NULL;
-	if (!mq_valid_key(t, n, utf8))
-		bad(o, id, "invalid %s: want 1-1024 bytes%s", name,
-		    utf8 ? " of UTF-8" : "");
+	if (!mq_valid_key(t, n))
+		bad(o, id, "invalid %s: want 1-1024 bytes of UTF-8", name);
 	return mq_memdup(t, n);
 }
 
@@ -357,12 +356,12 @@ row(struct mq_appdb *o, struct mq_outrow *r)
 	if (sqlite3_column_type(s, 2) == SQLITE_NULL)
 		bad(o, r->id, "no body (NULL)");
 	r->a.topic = mq_strdup(topic);
-	r->a.key = text(o, r->id, 3, "key", 1);
+	r->a.key = text(o, r->id, 3, "key");
 	r->a.delay = ms(o, r->id, 4, 0, "delay");
 	r->a.at = ms(o, r->id, 5, 1, "at");
 	if (r->a.delay >= 0 && r->a.at >= 0)
 		bad(o, r->id, "delay and at exclude each other");
-	r->r.dedup = text(o, r->id, 6, "dedup", 1);
+	r->r.dedup = text(o, r->id, 6, "dedup");
 	if (!r->r.dedup) {	/* the row's own, unique to this outbox */
 		snprintf(buf, sizeof buf, "%lld@", (long long)r->id);
 		r->r.dedup = mq_alloc(strlen(buf) + strlen(o->source) + 1);
