@@ -77,12 +77,14 @@ $(B)/pgflags: FORCE | need
 	fi; \
 	[ "$$(cat $@ 2>/dev/null)" = "$$f" ] || printf '%s' "$$f" >$@
 
-$(B)/pgschema.h: common/pg/schema.sql common/pg/send.sql
+$(B)/pgschema.h: common/pg/schema.sql common/pg/lease.sql common/pg/send.sql
 	@mkdir -p $(B)
 	{ printf '#define PG_SCHEMA_VERSION %s\n' \
 	    "$$(sed -n 's/^-- version: *//p' common/pg/schema.sql)"; \
 	  printf 'static const char pg_schema_sql[] =\n'; \
 	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/schema.sql; \
+	  printf ';\nstatic const char pg_lease_sql[] =\n'; \
+	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/lease.sql; \
 	  printf ';\nstatic const char pg_send_sql[] =\n'; \
 	  sed 's/\\/\\\\/g; s/"/\\"/g; s/^/"/; s/$$/\\n"/' common/pg/send.sql; \
 	  printf ';\n'; } > $@

@@ -42,13 +42,35 @@ dump() {
 	fi
 }
 
+# hold SQL: a psql session runs SQL in a transaction, and holds it open,
+# its locks taken, until release.
+hold() {
+	mkfifo lock
+	psql -X -q -d "$MQ_DB" <lock >lock.out 2>&1 3>&- &
+	echo "$!" >>pids
+	exec 4>lock
+	echo "BEGIN; $1 SELECT 'locked';" >&4
+	wait_for 30 grep -q locked lock.out
+}
+
+release() {
+	echo "COMMIT;" >&4
+	exec 4>&-
+}
+
+# ack_waits: an mq-ack waits for a lock.
+ack_waits() {
+	[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE
+	    application_name = 'mq-ack' AND wait_event_type = 'Lock'")" = 1 ]
+}
+
 @test "first use makes the schema: mq_meta names the app and its version" {
 	no_db
 	run -0 mq-send t hello
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n7'
+	assert_output $'mq\n8'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -68,8 +90,10 @@ dump() {
 	mq-topic group t h >/dev/null
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
 	# grp.timeout, no grp.cancelled, no time to live, no headers, no
-	# outbox nor send()
-	sql "DROP FUNCTION send(text, bytea, text, interval,
+	# outbox nor send(), no lease nor acks (acks in history, the view
+	# events over history and delivery alone)
+	sql "$(undo_pg_step8)
+	    DROP FUNCTION send(text, bytea, text, interval,
 	    timestamptz, text, interval); DROP FUNCTION send(text, text, text,
 	    interval, timestamptz, text, interval);
 	    $(undo_step10)
@@ -88,7 +112,7 @@ dump() {
 	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
 	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
 	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
-	assert_output 7
+	assert_output 8
 	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
 	run -0 sql "SELECT count(*) FROM outbox"
@@ -451,23 +475,14 @@ idx() {
 	mq-send -q t one two
 	run -0 mq-recv -g g -n 2 --format '%r\n' t
 	r1=${lines[0]} r2=${lines[1]}
-	mkfifo lock
-	psql -X -q -d "$MQ_DB" <lock >lock.out 2>&1 3>&- &
-	echo "$!" >>pids
-	exec 4>lock
+	unlease_all	# delivery rows, not a run of lease (lease.sql)
 	# one's lease extended; two's taken by another attempt
-	echo "BEGIN; UPDATE delivery SET due = due + 60000 WHERE off = 1;
+	hold "UPDATE delivery SET due = due + 60000 WHERE off = 1;
 	    UPDATE delivery SET attempt = attempt + 1, token = token + 1
-	    WHERE off = 2; SELECT 'locked';" >&4
-	wait_for 30 grep -q locked lock.out
+	    WHERE off = 2;"
 	bg ack.out mq-ack "$r1" "$r2"
-	waiting() {
-		[ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE
-		    application_name = 'mq-ack' AND wait_event_type = 'Lock'")" = 1 ]
-	}
-	wait_for 30 waiting || fail "the ack did not wait: $(cat ack.out)"
-	echo "COMMIT;" >&4
-	exec 4>&-
+	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
+	release
 	finish "$BG" 30
 	[ "$ST" = 1 ] || fail "exit $ST: $(cat ack.out)"
 	assert_equal "$(cat ack.out)" "mq-ack: stale receipt $r2: nothing changed"
@@ -550,4 +565,137 @@ idx() {
 	read_now=$(( $(reads) - was ))
 	[ "$read_now" -lt 1000 ] ||
 	    fail "a claim of nothing read $read_now entries of delivery's indexes"
+}
+
+# runs of lease (common/pg/lease.sql): a plain mq-recv's claim of new
+# messages in a plain group writes one row per run, not a delivery row
+# each; everything else sees them as delivery rows
+
+@test "a plain mq-recv leases a run in one row; acks settle its messages one at a time, once" {
+	mq-send -q t a b c d
+	run -0 mq-recv -n 3 --format '%r\n' t
+	rs=("${lines[@]}")
+	assert_equal "$(sql "SELECT lo, hi, acked FROM lease")" "1|4|000"
+	assert_equal "$(sql "SELECT count(*) FROM ONLY delivery")" 0
+	# seen as three leases in flight, by mq-lag and the listing
+	assert_equal "$(sql "SELECT off, state, attempt FROM deliveries
+	    ORDER BY off" | tr '\n' ' ')" "1|1|1 2|1|1 3|1|1 "
+	run -0 mq-lag --messages --state inflight t default
+	assert_equal "${#lines[@]}" 4
+	assert_equal "$(mq-lag --json t | grep -o '"in_flight":[0-9]*')" '"in_flight":3'
+	run -0 mq-ack "${rs[1]}"
+	assert_equal "$(sql "SELECT acked FROM lease")" 010
+	run -1 --separate-stderr mq-ack "${rs[1]}"
+	assert_equal "$stderr" "mq-ack: stale receipt ${rs[1]}: nothing changed"
+	assert_equal "$(mq-lag --json t | grep -o '"in_flight":[0-9]*')" '"in_flight":2'
+	# the trace tells the delivery of each, and the ack of 2
+	run -0 mq-replay --trace 3 t
+	assert_line --partial delivered
+	refute_line --partial acked
+	run -0 mq-replay --trace 2 t
+	assert_line --partial acked
+	run -0 mq-ack "${rs[0]}" "${rs[2]}"
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT settled FROM grp")" 3
+	assert_equal "$(sql "SELECT off FROM history WHERE event = 'acked'
+	    ORDER BY off" | tr '\n' ' ')" "1 2 3 "
+}
+
+@test "a run whose lease runs out comes back at attempt 2, less what was acked" {
+	mq-send -q t a b c
+	run -0 mq-recv -n 0 --lease 1s --format '%r\n' t
+	mq-ack "${lines[1]}"
+	again() { mq-recv -n 0 --format '%o %a\n' t >>again; }
+	wait_for 60 again
+	assert_equal "$(cat again)" "$(printf '1 2\n3 2')"
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT off FROM history WHERE event = 'expired'
+	    ORDER BY off" | tr '\n' ' ')" "1 3 "
+}
+
+@test "a failure, a cancel or a move touching a run makes it delivery rows first; the rest still ack" {
+	mq-send -q t a b c d e f
+	run -0 mq-recv -n 0 --format '%r\n' t
+	rs=("${lines[@]}")
+	run -0 mq-ack --fail --delay 1h "${rs[1]}"
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT off, state FROM delivery ORDER BY off" |
+	    tr '\n' ' ')" "1|1 2|0 3|1 4|1 5|1 6|1 "
+	run -0 mq-ack "${rs[0]}" "${rs[2]}"
+	# a cancel of one of the next run's
+	mq-send -q t g h
+	run -0 mq-recv -n 0 --format '%r\n' t
+	gs=("${lines[@]}")
+	assert_equal "$(sql "SELECT lo, hi FROM lease")" "7|9"
+	run -0 mq-topic cancel -f t 8
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	run -0 mq-ack "${gs[0]}"
+	# a move of the group past them all: nothing in flight is left
+	run -0 mq-replay -g default --latest t
+	assert_equal "$(sql "SELECT count(*) FROM deliveries WHERE state = 1")" 0
+	run -1 mq-ack "${rs[3]}"
+}
+
+@test "a group made ordered while a run is leased: the next claim makes it rows, and a key waits for its message in it" {
+	mq-send -q -k k t a
+	run -0 mq-recv -g g --format '%r\n' t
+	r=$output
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 1
+	mq-topic group t g --ordered >/dev/null
+	mq-send -q -k k t b
+	run -1 mq-recv -g g -n 0 t
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT off, state, key FROM delivery
+	    ORDER BY off" | tr '\n' ' ')" "1|1|k 2|0|k "
+	run -0 mq-ack "$r"
+	run -0 mq-recv -g g --format '%o\n' t
+	assert_output 2
+}
+
+@test "an ack waiting for a run that another ack is settling settles only what is left" {
+	mq-send -q t a b c
+	run -0 mq-recv -n 0 --format '%r\n' t
+	rs=("${lines[@]}")
+	# another ack of 1, as mq-ack's own statement leaves the row
+	hold "UPDATE lease SET newly = B'100', acked = B'100';"
+	bg ack.out mq-ack "${rs[0]}" "${rs[1]}"
+	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
+	release
+	finish "$BG" 30
+	[ "$ST" = 1 ] || fail "exit $ST: $(cat ack.out)"
+	assert_equal "$(cat ack.out)" "mq-ack: stale receipt ${rs[0]}: nothing changed"
+	assert_equal "$(sql "SELECT acked FROM lease")" 110
+	assert_equal "$(sql "SELECT settled FROM grp")" 1
+}
+
+@test "an ack waiting for a run being made delivery rows settles the rows" {
+	mq-send -q t a b c
+	run -0 mq-recv -n 0 --format '%r\n' t
+	rs=("${lines[@]}")
+	hold "SELECT unlease(id, 0, 100, 9223372036854775807, false) FROM grp;"
+	bg ack.out mq-ack "${rs[@]}"
+	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
+	release
+	finish "$BG" 30
+	[ "$ST" = 0 ] || fail "exit $ST: $(cat ack.out)"
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT count(*) FROM delivery")" 0
+	assert_equal "$(sql "SELECT settled FROM grp")" 3
+}
+
+@test "purge keeps a run's messages in flight, and drops the acks of those it deletes; --force drops them and their receipts go stale" {
+	mq-send -q t a b c
+	run -0 mq-recv -n 2 --format '%r\n' t
+	rs=("${lines[@]}")
+	mq-ack "${rs[0]}"
+	assert_equal "$(sql "SELECT lo, offs FROM acks")" "1|10"
+	run -0 mq-purge t
+	assert_equal "$(sql "SELECT off FROM msg ORDER BY off" | tr '\n' ' ')" "2 3 "
+	# the ack of 1 goes with its message
+	assert_equal "$(sql "SELECT count(*) FROM acks")" 0
+	run -0 mq-purge --force --before-offset 3 t
+	assert_equal "$(sql "SELECT off FROM msg ORDER BY off" | tr '\n' ' ')" "3 "
+	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
+	assert_equal "$(sql "SELECT count(*) FROM acks")" 0
+	run -1 mq-ack "${rs[1]}"
 }

@@ -92,11 +92,35 @@ psql_admin() {
 	    -U postgres -d mq "$@"
 }
 
+# unlease_all: on PostgreSQL, every run of lease made delivery rows, as
+# mq's own writes do before they change a delivery (lease.sql).
+unlease_all() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$MQ_DB" -c "SELECT
+	    count(unlease(id, 0, 9223372036854775807, 9223372036854775807,
+	    false)) FROM grp" >/dev/null
+}
+
 # sql QUERY: run a query on the test database (sqlite3 CLI, or psql as
-# role mq, printing rows as sqlite3 does: columns joined by |).
+# role mq, printing rows as sqlite3 does: columns joined by |).  On
+# PostgreSQL a plain mq-recv's leases may be runs in table lease, not rows
+# of delivery, and their acks rows of acks, not of history
+# (common/pg/lease.sql): a query reads them from the views deliveries and
+# histories, which show both as rows (FROM ONLY delivery: the table
+# alone); one that changes delivery rows makes the runs rows first, as
+# mq's own writes do.
 sql() {
+	local q=$1
+
 	if [ -n "$PG" ]; then
-		psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$MQ_DB" -c "$1"
+		case $q in
+		*'UPDATE delivery'*|*'DELETE FROM delivery'*|*'INSERT INTO delivery'*)
+			unlease_all || return ;;
+		*)
+			q=$(printf '%s\n' "$q" | sed -E \
+			    's/(FROM|JOIN) delivery\b/\1 deliveries/g
+			    s/(FROM|JOIN) history\b/\1 histories/g') ;;
+		esac
+		psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$MQ_DB" -c "$q"
 	else
 		# A reader meets a lock for a moment when the last connection
 		# of a program that just exited checkpoints and removes the
@@ -118,6 +142,26 @@ shim() {
 		    "$BATS_TEST_DIRNAME/faults/$1.c" -ldl || return 1
 	fi
 	echo "$so"
+}
+
+# undo_pg_step8: SQL that takes away what the PostgreSQL schema step to
+# version 8 adds (runs of lease and their acks, common/pg/lease.sql): the
+# acks become history rows, the view events reads history and delivery
+# alone again.  (No run may be in flight.)
+undo_pg_step8() {
+	echo "INSERT INTO history SELECT * FROM histories EXCEPT
+	    SELECT * FROM ONLY history;
+	    DROP FUNCTION events_at(bigint, bigint); DROP VIEW events;
+	    DROP FUNCTION unlease(bigint, bigint, bigint, bigint, boolean);
+	    DROP VIEW deliveries; DROP VIEW leased; DROP TABLE lease;
+	    DROP VIEW histories; DROP TABLE acks;
+	    CREATE VIEW events AS SELECT grp, off, since AS ts, 0 AS k, n,
+	    attempt, 'delivered' AS event, dhost AS host, dpid AS pid,
+	    NULL::text AS reason FROM ONLY history WHERE since IS NOT NULL
+	    UNION ALL SELECT grp, off, ts, 1, n, attempt, event, host, pid,
+	    reason FROM ONLY history UNION ALL SELECT grp, off, since, 0, 0,
+	    attempt, 'delivered', host, pid, NULL FROM ONLY delivery WHERE
+	    state = 1 AND since IS NOT NULL;"
 }
 
 # undo_step10: SQL that takes away what the schema step to SQLite 10,

@@ -405,6 +405,11 @@ struct claimer {
 	/* --per-key: deliveries in flight per key, read once a claim */
 	struct { char *key; int n; } *inflight;
 	int			 ninflight, kread;
+	/* new offsets handed out as runs of lease (one_run), under one
+	   token */
+	int64_t			*run;
+	int			 nrun;
+	uint32_t		 rtok;
 	/* read in the claim's first round trip, before the group's row
 	   came back (claim): used when that row says they still hold */
 	PGresult		*pre_due, *pre_new;
@@ -449,6 +454,9 @@ free_arrays(struct claimer *k)
 	free(k->done);
 	k->done = NULL;
 	k->ndone = 0;
+	free(k->run);
+	k->run = NULL;
+	k->nrun = 0;
 	PQclear(k->pre_due);
 	PQclear(k->pre_new);
 	k->pre_due = k->pre_new = NULL;
@@ -478,6 +486,22 @@ settle_undelivered(struct claimer *k, int64_t off, int attempt,
 	k->settled++;
 }
 
+/* The most offsets a run of lease holds (events_at() in lease.sql). */
+#define RUN_MAX	1024
+
+/*
+ * A group whose deliveries need no row of their own while they are in
+ * flight: nothing looks at them by key, business id or consumer (lease
+ * in lease.sql).
+ */
+#define PLAIN_SQL "g.ordered = 0 AND g.per_key = 0 AND g.idem IS NULL"
+
+static int
+plain(const struct mq_group *g)
+{
+	return !g->ordered && !g->per_key && !*g->idem;
+}
+
 /* Hands m out (attempt already counted), or drops a purged one. */
 static void
 deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
@@ -502,6 +526,14 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 			pg_arr_str(&k->c_bid, bid);
 			pg_arr_int(&k->c_off, m->off);
 		}
+	} else if (attempt == 1 && !existed && !k->c->consumer &&
+	    plain(&k->g)) {
+		/* a new one for a plain mq-recv: in a run of lease */
+		if (!k->rtok)
+			k->rtok = mq_token();
+		token = k->rtok;
+		k->run = mq_array(k->run, k->nrun + 1, sizeof *k->run);
+		k->run[k->nrun++] = m->off;
 	} else {
 		token = mq_token();
 		pg_arr_int(&k->l_off, m->off);
@@ -1091,7 +1123,33 @@ static void
 write_claim(struct claimer *k, struct pg_pipe *p)
 {
 	struct pgq *q = k->q;
+	struct pg_arr lo = { 0 }, hi = { 0 };
+	int i;
 
+	if (k->nrun) {
+		/* the new ones of a plain mq-recv: a row a run of up to
+		   RUN_MAX (ascending: claim_new hands them out in order) */
+		for (i = 0; i < k->nrun; i++) {
+			if (i == 0 || k->run[i] != k->run[i - 1] + 1 ||
+			    (i % RUN_MAX == 0)) {
+				if (i > 0)
+					pg_arr_int(&hi, k->run[i - 1] + 1);
+				pg_arr_int(&lo, k->run[i]);
+			}
+		}
+		pg_arr_int(&hi, k->run[k->nrun - 1] + 1);
+		pg_pipe_q(q, p, "cannot store delivery", "INSERT INTO lease "
+		    "(grp, lo, hi, due, token, since, host, pid, acked, newly) "
+		    "SELECT $1, v.lo, v.hi, $4, $5, $6, $7, $8, z, z FROM "
+		    "unnest($2::bigint[], $3::bigint[]) AS v(lo, hi), LATERAL "
+		    "(SELECT repeat('0', (v.hi - v.lo)::int)::varbit) AS x(z)",
+		    8, pg_int(q, k->g.id),
+		    pg_arr_end(&lo), pg_arr_end(&hi),
+		    pg_int(q, k->now + k->lease), pg_int(q, k->rtok),
+		    pg_int(q, k->now), mq_hostname(), pg_int(q, mq_pid()));
+		pg_arr_free(&lo);
+		pg_arr_free(&hi);
+	}
 	if (k->s_off.n) {
 		/* lapsed and duplicates: their history, their counts
 		   (settled goes below) */
@@ -1213,11 +1271,14 @@ write_claim(struct claimer *k, struct pg_pipe *p)
  * delivery_due, which holds every lease in flight).  (One min() over
  * both conditions read every lease of the group: 20 ms at 50,000 in
  * flight, at each claim that handed out nothing, under the group's lock.)
+ * And the runs of lease: the first one's end, or now + 1 when one whose
+ * time ran out was being acked (unlease passed it by).
  */
 #define NEXT_DUE_SQL "SELECT least((SELECT min(due) FROM delivery WHERE " \
 	"grp = $1 AND state < 2 AND due > $2), (SELECT $2::bigint + 1 FROM " \
 	"delivery WHERE grp = $1 AND off >= " BOUND " AND state + 0 < 2 " \
-	"AND due + 0 <= $2 LIMIT 1))"
+	"AND due + 0 <= $2 LIMIT 1), (SELECT min(greatest(due, $2 + 1)) " \
+	"FROM lease WHERE grp = $1))"
 
 /* The lane's group as this session's last claim of it left it, or NULL. */
 static struct pg_claimed *
@@ -1286,10 +1347,12 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		k.now = pg_now();
 		r = pg_qc(q, "cannot read deliveries", "SELECT ((SELECT min(due) "
 		    "FROM delivery WHERE grp = g.id AND state < 2 AND due <= $3 "
-		    "AND off < g.pos) IS NOT NULL "
+		    "AND off < g.pos) IS NOT NULL OR EXISTS (SELECT 1 FROM lease "
+		    "WHERE grp = g.id AND due <= $3) "
 		    "OR g.pos < t.next_off) AND p <= $3, CASE WHEN p > $3 THEN p "
-		    "ELSE (SELECT min(due) FROM delivery WHERE grp = g.id AND "
-		    "state < 2 AND due > $3) END FROM topic t JOIN grp g ON "
+		    "ELSE least((SELECT min(due) FROM delivery WHERE grp = g.id "
+		    "AND state < 2 AND due > $3), (SELECT min(due) FROM lease "
+		    "WHERE grp = g.id)) END FROM topic t JOIN grp g ON "
 		    "g.topic = t.id AND g.name = $2 CROSS JOIN LATERAL (SELECT "
 		    "greatest(coalesce(t.paused_until, 0), coalesce("
 		    "g.paused_until, 0)) AS p) x WHERE t.name = $1", 3,
@@ -1320,6 +1383,17 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	    "ELSE pg_current_wal_insert_lsn() END, id FROM topic WHERE "
 	    "name = $1", 1, c->topic);
 	pg_group_locked(q, &p, c->topic, c->group);
+	/* runs of lease whose time ran out (every run, in a group that is
+	   not plain now) are delivery rows from here on, for the due rows'
+	   reads; not the ones an ack is settling (locked), which would wait
+	   for the group, ours */
+	pg_pipe_q(q, &p, "cannot read deliveries", "SELECT unlease(g.id, 0, "
+	    "$4::bigint, x.d, " PLAIN_SQL ") FROM grp g JOIN topic t ON "
+	    "t.id = g.topic CROSS JOIN LATERAL (SELECT CASE WHEN " PLAIN_SQL
+	    " THEN $3::bigint ELSE $4::bigint END AS d) x WHERE t.name = $1 "
+	    "AND g.name = $2 AND EXISTS (SELECT 1 FROM lease WHERE grp = g.id "
+	    "AND due <= x.d)", 4, c->topic, c->group, pg_int(q, now0),
+	    pg_int(q, INT64_MAX));
 	if (was) {
 		pg_pipe_q(q, &p, "cannot read deliveries", due_sql(&was->g), 7,
 		    pg_int(q, was->g.id), pg_int(q, now0), pg_int(q, max),
@@ -1339,9 +1413,10 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	rc = pg_group_locked_row(res[1], &k.g, &k.t.paused_until);
 	PQclear(res[0]);
 	PQclear(res[1]);
+	PQclear(res[2]);
 	if (was) {
-		k.pre_due = res[2];
-		k.pre_new = res[3];
+		k.pre_due = res[3];
+		k.pre_new = res[4];
 	}
 	if (rc) {
 		k.t.id = k.g.topic;
@@ -1515,6 +1590,14 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 #define MATCHED(r) (PQntuples(r) > 0 ? (since = pg_get(r, 0, 0), \
 	pg_copy(r, 0, 1, host, sizeof host), pid = pg_get(r, 0, 2), 1) : 0)
 
+	if (st->how != MQ_ACK && st->how != MQ_GIVEBACK) {
+		/* the run of lease that holds it is delivery rows first */
+		TRY(r, pg_qc(q, "cannot settle delivery", "SELECT unlease("
+		    "$1::bigint, $2::bigint, $2::bigint + 1, $3, false)", 3, g,
+		    off, pg_int(q, INT64_MAX)));
+		PQclear(r);
+	}
+
 	switch (st->how) {
 	case MQ_ACK:
 		TRY(r, pg_qc(q, "cannot settle delivery", "WITH gone AS (DELETE "
@@ -1635,15 +1718,100 @@ unmatched(struct gcache *c, const struct mq_receipt *r)
 	return c->found && r->off < c->t.next_off ? MQ_STALE : MQ_UNKNOWN;
 }
 
+struct tokoff { int64_t tok, off; };
+
+static int
+by_tokoff(const void *a, const void *b)
+{
+	const struct tokoff *x = a, *y = b;
+
+	if (x->tok != y->tok)
+		return x->tok < y->tok ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 /*
- * A group's acks in one statement, queued on p: the live deliveries they
- * match go, with a history row each.  A receipt given twice settles
- * once.
+ * The acks of the runs of lease: the receipts of a first attempt as
+ * ranges [a, b) of offsets of one token (a batch of acks of a stream is a
+ * range or a few), queued on p in two statements.  First the runs of lease
+ * that hold them: the bits this ack sets in a run's acked are computed
+ * against the row as locked, so a receipt given twice, or acked by two at
+ * once, settles once; a run made delivery rows meanwhile is gone, and its
+ * rows are the next statement's (queue_acks).  Then the runs wholly acked
+ * go.
  */
 static void
-queue_acks(struct pgq *q, struct gcache *c, struct pg_pipe *p)
+queue_run_acks(struct pgq *q, struct gcache *c, const struct mq_settle *st,
+    struct pg_pipe *p, const char *n)
+{
+	struct tokoff *v = mq_array(NULL, c->na, sizeof *v);
+	struct pg_arr ra = { 0 }, rb = { 0 }, rt = { 0 };
+	const char *a, *b, *g = pg_int(q, c->g.id);
+	int i, k, nv = 0;
+
+	for (i = 0; i < c->na; i++)
+		if (st[c->a_at[i]].r.attempt == 1) {
+			v[nv].tok = st[c->a_at[i]].r.token;
+			v[nv++].off = st[c->a_at[i]].r.off;
+		}
+	qsort(v, nv, sizeof *v, by_tokoff);
+	for (i = 0; i < nv; i = k) {
+		for (k = i + 1; k < nv && v[k].tok == v[i].tok &&
+		    v[k].off <= v[k - 1].off + 1; k++)
+			;
+		pg_arr_int(&ra, v[i].off);
+		pg_arr_int(&rb, v[k - 1].off + 1);
+		pg_arr_int(&rt, v[i].tok);
+	}
+	free(v);
+	a = pg_arr_end(&ra);
+	b = pg_arr_end(&rb);
+	pg_pipe_q(q, p, "cannot settle delivery", "WITH r AS (SELECT * FROM "
+	    "unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS r(a, b, t)), "
+	    "m AS (SELECT l.lo, bit_or((repeat('0', (x.a - l.lo)::int) || "
+	    "repeat('1', (x.b - x.a)::int) || repeat('0', (l.hi - x.b)::int))"
+	    "::varbit) AS b FROM lease l JOIN r ON r.a < l.hi AND r.b > l.lo "
+	    "AND r.t = l.token CROSS JOIN LATERAL (SELECT greatest(r.a, l.lo) "
+	    "AS a, least(r.b, l.hi) AS b) x WHERE l.grp = $1 AND l.lo < "
+	    "(SELECT max(b) FROM r) AND l.hi > (SELECT min(a) FROM r) GROUP BY "
+	    "l.lo), u AS (UPDATE lease l SET newly = m.b & ~l.acked, acked = "
+	    "l.acked | m.b FROM m WHERE l.grp = $1 AND l.lo = m.lo RETURNING "
+	    "l.lo, l.newly, l.token, l.since, l.host, l.pid), s AS (SELECT "
+	    "u.lo + i AS off, token FROM u, generate_series(0, length(u.newly) "
+	    "- 1) AS i WHERE get_bit(u.newly, i) = 1), h AS (INSERT INTO acks "
+	    "(grp, lo, offs, ts, n, host, pid, since, dhost, dpid) SELECT $1, "
+	    "lo, newly, $5, $6, $7, $8, since, host, pid FROM u WHERE "
+	    "bit_count(newly) > 0), "
+	    "g AS (UPDATE grp SET settled = settled + (SELECT count(*) FROM s), "
+	    "settled_ts = $5 WHERE id = $1 AND EXISTS (SELECT 1 FROM s)) "
+	    "SELECT off, 1, token FROM s", 8, g, a, b, pg_arr_end(&rt),
+	    pg_int(q, pg_now()), n, mq_hostname(), pg_int(q, mq_pid()));
+	pg_pipe_q(q, p, "cannot settle delivery", "DELETE FROM lease WHERE "
+	    "grp = $1 AND lo < (SELECT max(b) FROM unnest($3::bigint[]) b) AND "
+	    "hi > (SELECT min(a) FROM unnest($2::bigint[]) a) AND "
+	    "bit_count(acked) = hi - lo", 3, g, a, b);
+	pg_arr_free(&ra);
+	pg_arr_free(&rb);
+	pg_arr_free(&rt);
+}
+
+/*
+ * A group's acks, queued on p: those of runs of lease (queue_run_acks),
+ * then, in a statement of its own (a snapshot taken after the runs'
+ * rows are locked), the live delivery rows they match, which go, with a
+ * history row each.  A receipt given twice settles once.
+ */
+static void
+queue_acks(struct pgq *q, struct gcache *c, const struct mq_settle *st,
+    struct pg_pipe *p)
 {
 	int64_t n0 = pg_n_take(c->na);
+	const char *off = pg_arr_end(&c->a_off), *att = pg_arr_end(&c->a_att),
+	    *tok = pg_arr_end(&c->a_tok), *g = pg_int(q, c->g.id),
+	    *now = pg_int(q, pg_now()), *n = pg_int(q, n0),
+	    *pid = pg_int(q, mq_pid());
+
+	queue_run_acks(q, c, st, p, n);
 
 	/* (the receipts' rows by their keys, the offsets' array: no plan
 	   reads all of the group's rows; each one's lease checked in the
@@ -1668,39 +1836,67 @@ queue_acks(struct pgq *q, struct gcache *c, struct pg_pipe *p)
 	    "$6::bigint + row_number() OVER (ORDER BY off) - 1, attempt, "
 	    "'acked', $7, $8, since, host, pid FROM gone), u AS (UPDATE grp "
 	    "SET settled = settled + (SELECT count(*) FROM gone), "
-	    "settled_ts = CASE WHEN EXISTS (SELECT 1 FROM gone) THEN $5 ELSE "
-	    "settled_ts END WHERE id = $1) SELECT off, attempt, token FROM gone",
-	    8, pg_int(q, c->g.id), pg_arr_end(&c->a_off),
-	    pg_arr_end(&c->a_att), pg_arr_end(&c->a_tok), pg_int(q, pg_now()),
-	    pg_int(q, n0), mq_hostname(), pg_int(q, mq_pid()));
+	    "settled_ts = $5 WHERE id = $1 AND EXISTS (SELECT 1 FROM gone)) "
+	    "SELECT off, attempt, token FROM gone",
+	    8, g, off, att, tok, now, n, mq_hostname(), pid);
 	/* the group's settled count goes with them */
 	if (c->g.ordered || c->g.per_key || *c->g.idem)
 		pg_notify(q, c->t.id);	/* their keys (business ids) free */
 }
 
-/* The acks' outcomes, from queue_acks's result r. */
+struct rkey { int64_t off, tok; int att; size_t at; };
+
+static int
+by_rkey(const void *a, const void *b)
+{
+	const struct rkey *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	if (x->att != y->att)
+		return x->att < y->att ? -1 : 1;
+	return x->tok < y->tok ? -1 : x->tok > y->tok;
+}
+
+/*
+ * The acks that one of queue_acks's results r settled: each row settles
+ * the first receipt of it not settled yet (a receipt given twice settles
+ * once).
+ */
 static void
 acked(struct gcache *c, struct mq_settle *st, PGresult *r)
 {
-	int64_t off;
-	int i, k;
+	struct rkey *v, key;
+	int i, lo, hi, mid;
 
-	for (i = 0; i < c->na; i++)
-		st[c->a_at[i]].result = -1;
-	for (k = 0; k < PQntuples(r); k++) {
-		off = pg_get(r, k, 0);
-		for (i = 0; i < c->na; i++)
-			if (st[c->a_at[i]].r.off == off &&
-			    st[c->a_at[i]].r.attempt == pg_get(r, k, 1) &&
-			    st[c->a_at[i]].r.token == (uint32_t)pg_get(r, k, 2) &&
-			    st[c->a_at[i]].result == -1) {
-				st[c->a_at[i]].result = MQ_SETTLED;
+	if (!PQntuples(r))
+		return;
+	v = mq_array(NULL, c->na, sizeof *v);
+	for (i = 0; i < c->na; i++) {
+		v[i].off = st[c->a_at[i]].r.off;
+		v[i].att = st[c->a_at[i]].r.attempt;
+		v[i].tok = st[c->a_at[i]].r.token;
+		v[i].at = c->a_at[i];
+	}
+	qsort(v, c->na, sizeof *v, by_rkey);
+	for (i = 0; i < PQntuples(r); i++) {
+		key.off = pg_get(r, i, 0);
+		key.att = (int)pg_get(r, i, 1);
+		key.tok = (uint32_t)pg_get(r, i, 2);
+		for (lo = 0, hi = c->na; lo < hi; ) {	/* the first >= key */
+			mid = lo + (hi - lo) / 2;
+			if (by_rkey(&v[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < c->na && !by_rkey(&v[lo], &key); lo++)
+			if (st[v[lo].at].result == -1) {
+				st[v[lo].at].result = MQ_SETTLED;
 				break;
 			}
 	}
-	for (i = 0; i < c->na; i++)
-		if (st[c->a_at[i]].result == -1)
-			st[c->a_at[i]].result = unmatched(c, &st[c->a_at[i]].r);
+	free(v);
 }
 
 static void
@@ -1743,6 +1939,7 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 			pg_arr_int(&c->a_tok, st[i].r.token);
 			c->a_at = mq_array(c->a_at, c->na + 1, sizeof *c->a_at);
 			c->a_at[c->na++] = i;
+			st[i].result = -1;	/* until an ack settles it */
 			continue;
 		}
 		rc = c->found ? settle_one(q, c, &st[i], now) : -1;
@@ -1753,8 +1950,8 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 	memset(&p, 0, sizeof p);
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
-		/* room for this group's two and the commit's */
-		if (p.n + 2 + PG_PIPE_COMMIT > PG_PIPE_MAX) {
+		/* room for this group's four and the commit's */
+		if (p.n + 4 + PG_PIPE_COMMIT > PG_PIPE_MAX) {
 			if (pg_pipe_run(q, &p, res) < 0)
 				goto retry;
 			for (j = 0; j < nat; j++) {
@@ -1764,9 +1961,11 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 			}
 			nat = 0;
 		}
-		if (c->na) {
+		if (c->na) {	/* the runs', then the rows' */
 			at[nat++] = (int)i;
-			queue_acks(q, c, &p);
+			at[nat++] = -1;
+			at[nat++] = (int)i;
+			queue_acks(q, c, st, &p);
 		}
 		if (!c->settled && !c->failed && !c->dead)
 			continue;
@@ -1789,6 +1988,11 @@ settle(struct pgq *q, struct mq_settle *st, size_t n)
 			acked(&gc[at[i]], st, res[i]);
 	while (j > 0)
 		PQclear(res[--j]);
+	for (c = gc; c < gc + ngc; c++)	/* the acks none settled */
+		for (j = 0; j < c->na; j++)
+			if (st[c->a_at[j]].result == -1)
+				st[c->a_at[j]].result = unmatched(c,
+				    &st[c->a_at[j]].r);
 	free_groups(gc, ngc);
 	return 0;
 retry:

@@ -142,6 +142,18 @@ pg_offset_at(struct mq *mq, const char *topic, int64_t ts)
 	return off;
 }
 
+static int
+run3(struct pgq *q, const char *what, const char *sql, int64_t a, int64_t b,
+    int64_t c)
+{
+	PGresult *r;
+
+	TRY(r, pg_q(q, what, sql, 3, pg_int(q, a), pg_int(q, b),
+	    pg_int(q, c)));
+	PQclear(r);
+	return 0;
+}
+
 /* As ../sqlite/log.c's cancel(): deliveries a move drops, or their count. */
 static int64_t
 cancel(struct pgq *q, int64_t grp, int64_t off, int below, int dry)
@@ -150,17 +162,22 @@ cancel(struct pgq *q, int64_t grp, int64_t off, int below, int dry)
 		{ "WITH c AS (DELETE FROM delivery WHERE grp = $1 AND "
 		  "off >= $2 RETURNING state) SELECT count(*) FILTER (WHERE "
 		  "state <> 5) FROM c",
-		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off >= $2 "
+		  "SELECT count(*) FROM deliveries WHERE grp = $1 AND off >= $2 "
 		  "AND state <> 5" },
 		{ "WITH c AS (DELETE FROM delivery WHERE grp = $1 AND off < $2 "
 		  "AND state <> 2 RETURNING state) SELECT count(*) FILTER "
 		  "(WHERE state <> 5) FROM c",
-		  "SELECT count(*) FROM delivery WHERE grp = $1 AND off < $2 "
+		  "SELECT count(*) FROM deliveries WHERE grp = $1 AND off < $2 "
 		  "AND state < 2" },
 	};
 	PGresult *r;
 	int64_t n;
 
+	/* the group's runs of lease are delivery rows first (lease.sql) */
+	if (!dry && run3(q, "cannot cancel deliveries", "SELECT unlease("
+	    "$1::bigint, 0, $2::bigint, $3::bigint, false)", grp, INT64_MAX,
+	    INT64_MAX) < 0)
+		return PG_RETRY;
 	/* cancelled ones (mark.c) were settled: gone, not counted */
 	TRY(r, pg_q(q, "cannot cancel deliveries", sql[!!below][!!dry], 2,
 	    pg_int(q, grp), pg_int(q, off)));
@@ -308,8 +325,8 @@ events(struct pgq *q, int64_t grp, int64_t off, struct mq_trace_group *tg)
 	int i;
 
 	TRY(r, pg_q(q, "cannot read history", "SELECT ts, attempt, event, "
-	    "coalesce(host, ''), coalesce(pid, 0), reason FROM events "
-	    "WHERE grp = $1 AND off = $2 ORDER BY ts, k, n", 2, pg_int(q, grp),
+	    "coalesce(host, ''), coalesce(pid, 0), reason FROM events_at("
+	    "$1, $2) ORDER BY ts, k, n", 2, pg_int(q, grp),
 	    pg_int(q, off)));
 	for (i = 0; i < PQntuples(r); i++) {
 		tg->ev = mq_array(tg->ev, tg->nev + 1, sizeof *tg->ev);
@@ -351,7 +368,7 @@ trace(struct pgq *q, const char *topic, int64_t off, struct mq_trace *tr)
 	pg_msg_row(r, 0, 0, &tr->m);
 	PQclear(r);
 	if (!(r = pg_q(q, "cannot read groups", "SELECT g.id, g.name, g.pos, "
-	    "d.state, d.attempt, d.due FROM grp g LEFT JOIN delivery d ON "
+	    "d.state, d.attempt, d.due FROM grp g LEFT JOIN deliveries d ON "
 	    "d.grp = g.id AND d.off = $2 WHERE g.topic = $1 ORDER BY g.name",
 	    2, pg_int(q, t.id), pg_int(q, off))))
 		goto retry;
@@ -429,7 +446,7 @@ list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
 	    "(SELECT h.reason FROM history h WHERE h.grp = d.grp AND h.off = "
 	    "d.off AND h.reason IS NOT NULL ORDER BY h.ts DESC, h.n DESC "
 	    "LIMIT 1)), m.off, m.ts, m.due, m.key, m.body, m.headers FROM "
-	    "delivery d "
+	    "deliveries d "
 	    "LEFT JOIN msg m ON m.topic = $1 AND m.off = d.off WHERE d.grp = "
 	    "$2 AND d.off >= $3 AND d.off <= $4 AND ($5::text IS NULL OR "
 	    "d.key = $5) AND d.state <> 5 AND ($7::int >> " ITEM_STATE ") & 1 "
@@ -457,7 +474,7 @@ list(struct pgq *q, const struct mq_list *l, struct mq_item *out, int max)
 		    "key, body, headers FROM msg m WHERE topic = $1 AND off >= "
 		    "greatest($3::bigint, $6::bigint) AND off <= $4 AND "
 		    "($5::text IS NULL OR key = $5) AND NOT EXISTS (SELECT 1 "
-		    "FROM delivery d WHERE d.grp = $2 AND d.off = m.off) "
+		    "FROM deliveries d WHERE d.grp = $2 AND d.off = m.off) "
 		    "ORDER BY off LIMIT $7", 7, pg_int(q, t.id),
 		    pg_int(q, g.id), pg_int(q, l->from), pg_int(q, l->to),
 		    l->key, pg_int(q, g.pos), pg_int(q, max))))
@@ -492,11 +509,16 @@ pg_list(struct mq *mq, const struct mq_list *l, struct mq_item *out, int max)
 	return rc;
 }
 
-/* purging: as ../sqlite/log.c, which explains each step */
+/* purging: as ../sqlite/log.c, which explains each step; a message in
+   flight in a run of lease (lease.sql, at most 1024 long) is held too */
 
 #define UNHELD "NOT EXISTS (SELECT 1 FROM delivery d WHERE d.grp IN " \
 	"(SELECT id FROM grp WHERE topic = $1) AND d.off = msg.off AND " \
-	"NOT (d.state = 2 AND ($4 = -1 OR $4 = d.grp)))"
+	"NOT (d.state = 2 AND ($4 = -1 OR $4 = d.grp))) AND NOT EXISTS " \
+	"(SELECT 1 FROM lease l WHERE l.grp IN (SELECT id FROM grp WHERE " \
+	"topic = $1) AND l.lo <= msg.off AND l.lo > msg.off - 1024 AND " \
+	"CASE WHEN l.hi > msg.off THEN get_bit(l.acked, (msg.off - " \
+	"l.lo)::int) = 0 ELSE false END)"
 
 static int
 range_size(struct pgq *q, int64_t topic, int64_t lo, int64_t hi, int settled,
@@ -533,16 +555,24 @@ handed_out(struct pgq *q, int64_t topic, int lock)
 	    "grp WHERE topic = $1", 1, pg_int(q, topic)));
 }
 
+/*
+ * The acks of runs of lease (lease.sql) of the messages from lo to hi - 1
+ * that are gone: their bits cleared, and a row without any goes.
+ */
 static int
-run3(struct pgq *q, const char *what, const char *sql, int64_t a, int64_t b,
-    int64_t c)
+acks_gone(struct pgq *q, int64_t topic, int64_t lo, int64_t hi)
 {
-	PGresult *r;
-
-	TRY(r, pg_q(q, what, sql, 3, pg_int(q, a), pg_int(q, b),
-	    pg_int(q, c)));
-	PQclear(r);
-	return 0;
+	return run3(q, "cannot delete history", "UPDATE acks a SET offs = "
+	    "(SELECT string_agg(CASE WHEN a.lo + i >= $2 AND a.lo + i < $3 "
+	    "AND NOT EXISTS (SELECT 1 FROM msg WHERE topic = $1 AND off = "
+	    "a.lo + i) THEN '0' ELSE get_bit(a.offs, i)::text END, '' ORDER "
+	    "BY i) FROM generate_series(0, length(a.offs) - 1) AS i)::varbit "
+	    "WHERE grp IN (SELECT id FROM grp WHERE topic = $1) AND lo < $3 "
+	    "AND lo > $2 - 1024 AND lo + length(offs) > $2", topic, lo, hi) <
+	    0 || run3(q, "cannot delete history", "DELETE FROM acks WHERE grp "
+	    "IN (SELECT id FROM grp WHERE topic = $1) AND lo < $3 AND lo > "
+	    "$2::bigint - 1024 AND bit_count(offs) = 0", topic, lo, hi) < 0 ?
+	    PG_RETRY : 0;
 }
 
 static int
@@ -567,16 +597,21 @@ purge_range(struct pgq *q, int64_t topic, int64_t lo, int64_t hi,
 		    run3(q, "cannot delete history", "DELETE FROM history WHERE "
 		    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 "
 		    "AND off < $3 AND NOT EXISTS (SELECT 1 FROM msg WHERE "
-		    "topic = $1 AND msg.off = history.off)", topic, lo, hi) < 0)
+		    "topic = $1 AND msg.off = history.off)", topic, lo, hi) < 0 ||
+		    acks_gone(q, topic, lo, hi) < 0)
 			return PG_RETRY;
 	} else if (run3(q, "cannot delete messages", "DELETE FROM msg WHERE "
 	    "topic = $1 AND off >= $2 AND off < $3", topic, lo, hi) < 0 ||
+	    run3(q, "cannot delete deliveries", "SELECT unlease(id, "
+	    "$2::bigint, $3::bigint, 9223372036854775807, false) FROM grp "
+	    "WHERE topic = $1", topic, lo, hi) < 0 ||
 	    run3(q, "cannot delete deliveries", "DELETE FROM delivery WHERE "
 	    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 AND "
 	    "off < $3", topic, lo, hi) < 0 ||
 	    run3(q, "cannot delete history", "DELETE FROM history WHERE "
 	    "grp IN (SELECT id FROM grp WHERE topic = $1) AND off >= $2 AND "
 	    "off < $3", topic, lo, hi) < 0 ||
+	    acks_gone(q, topic, lo, hi) < 0 ||
 	    run3(q, "cannot update groups", "UPDATE grp SET pos = least($3, "
 	    "(SELECT next_off FROM topic WHERE id = $1)) WHERE topic = $1 AND "
 	    "pos < $3 AND $2::bigint IS NOT NULL", topic, lo, hi) < 0)
@@ -765,8 +800,8 @@ pg_vacuum(struct mq *mq)
 	struct pgq *q = PGQ(mq);
 	PGresult *r;
 
-	r = pg_q(q, "cannot vacuum", "VACUUM (ANALYZE) msg, delivery, history, "
-	    "dedup, grp, topic, consumer", 0);
+	r = pg_q(q, "cannot vacuum", "VACUUM (ANALYZE) msg, delivery, lease, "
+	    "history, acks, dedup, grp, topic, consumer", 0);
 	if (r)
 		PQclear(r);
 }

@@ -169,10 +169,19 @@ group(struct pgq *q, const struct mq_mark *m, const struct mq_group *g,
 	PGresult *rows;
 	int i, j, k, rc, settled = 0;
 
+	/* the runs of lease that hold them are delivery rows first, unless
+	   nothing is to change (deliveries shows them the same) */
+	if (!m->dry && noff > 0) {
+		TRY(rows, pg_q(q, "cannot store delivery", "SELECT unlease("
+		    "$1::bigint, $2::bigint, $3::bigint, $4, false)", 4,
+		    pg_int(q, g->id), pg_int(q, offs[0]),
+		    pg_int(q, offs[noff - 1] + 1), pg_int(q, INT64_MAX)));
+		PQclear(rows);
+	}
 	for (j = 0; j < noff; j++)
 		pg_arr_int(&a, offs[j]);
 	rows = pg_q(q, "cannot read deliveries", "SELECT off, state, attempt, "
-	    "since, host, pid FROM delivery WHERE grp = $1 AND off = "
+	    "since, host, pid FROM deliveries WHERE grp = $1 AND off = "
 	    "ANY($2::bigint[]) ORDER BY off", 2, pg_int(q, g->id),
 	    pg_arr_end(&a));
 	pg_arr_free(&a);

@@ -927,6 +927,8 @@ static const char *migrations[] = {
 	"WHERE bid IS NOT NULL; "
 	"CREATE TABLE consumed (grp bigint NOT NULL, bid text NOT NULL, "
 	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid))",
+	/* 7 -> 8: runs of leases (lease.sql) */
+	pg_lease_sql,
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");
@@ -1042,6 +1044,10 @@ schema(struct pgq *q)
 		    q->shown);
 	if (!v) {
 		r = PQexec(q->conn, pg_schema_sql);	/* many statements */
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			pg_die(q, r, "cannot create schema");
+		PQclear(r);
+		r = PQexec(q->conn, pg_lease_sql);
 		if (PQresultStatus(r) != PGRES_COMMAND_OK)
 			pg_die(q, r, "cannot create schema");
 		PQclear(r);

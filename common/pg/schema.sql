@@ -4,11 +4,12 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 7
+-- version: 8
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
--- The function send() (send.sql) is made after these.
+-- lease.sql (its tables, views and functions since version 8) and the
+-- function send() (send.sql) are made after these.
 
 CREATE TABLE mq_meta (
 	key		text PRIMARY KEY,
@@ -156,17 +157,6 @@ CREATE TABLE history (
 	dpid		bigint,
 	PRIMARY KEY (grp, off, ts, n)
 );
-
-CREATE VIEW events AS
-	SELECT grp, off, since AS ts, 0 AS k, n, attempt, 'delivered' AS event,
-	    dhost AS host, dpid AS pid, NULL::text AS reason
-	    FROM history WHERE since IS NOT NULL
-	UNION ALL
-	SELECT grp, off, ts, 1, n, attempt, event, host, pid, reason
-	    FROM history
-	UNION ALL
-	SELECT grp, off, since, 0, 0, attempt, 'delivered', host, pid, NULL
-	    FROM delivery WHERE state = 1 AND since IS NOT NULL;
 
 -- Since version 7: how far each application's outbox has been moved
 -- (mq-send --from-outbox), as in the SQLite schema.  A mover locks its

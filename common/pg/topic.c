@@ -382,7 +382,9 @@ drop_group(struct pgq *q, int64_t id)
 {
 	static const char *sql[] = {
 		"DELETE FROM delivery WHERE grp = $1",
+		"DELETE FROM lease WHERE grp = $1",
 		"DELETE FROM history WHERE grp = $1",
+		"DELETE FROM acks WHERE grp = $1",
 		"DELETE FROM consumer WHERE grp = $1",
 		"DELETE FROM consumed WHERE grp = $1",
 		"DELETE FROM grp WHERE id = $1",
@@ -602,18 +604,25 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 	int64_t off, delayed;
 
 	memset(st, 0, sizeof *st);
-	TRY(r, pg_q(q, "cannot read deliveries", "SELECT "
-	    "count(*) FILTER (WHERE state = 1 AND due > $2), "
-	    "count(*) FILTER (WHERE state = 1 AND due <= $2), "
-	    "count(*) FILTER (WHERE state = 0 AND attempt > 0), "
-	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due > $2), "
-	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due <= $2), "
-	    "count(*) FILTER (WHERE state = 2), "
+	/* and the runs of lease (lease.sql): in flight, or expired, each
+	   offset not acked, from the first */
+	TRY(r, pg_q(q, "cannot read deliveries", "SELECT d.a + l.a, "
+	    "d.b + l.b, d.c, d.d, d.e, d.f, least(d.g, l.g), d.h FROM (SELECT "
+	    "count(*) FILTER (WHERE state = 1 AND due > $2) a, "
+	    "count(*) FILTER (WHERE state = 1 AND due <= $2) b, "
+	    "count(*) FILTER (WHERE state = 0 AND attempt > 0) c, "
+	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due > $2) d, "
+	    "count(*) FILTER (WHERE state = 0 AND attempt = 0 AND due <= $2) e, "
+	    "count(*) FILTER (WHERE state = 2) f, "
 	    "min(off) FILTER (WHERE state = 1 OR (state = 0 AND "
-	    "(attempt > 0 OR due <= $2))), "
-	    "(SELECT count(*) FROM consumer WHERE grp = $1) "
-	    "FROM delivery WHERE grp = $1", 2, pg_int(q, g->id),
-	    pg_int(q, now)));
+	    "(attempt > 0 OR due <= $2))) g, "
+	    "(SELECT count(*) FROM consumer WHERE grp = $1) h "
+	    "FROM delivery WHERE grp = $1) d, (SELECT coalesce(sum(hi - lo - "
+	    "bit_count(acked)) FILTER (WHERE due > $2), 0) a, "
+	    "coalesce(sum(hi - lo - bit_count(acked)) FILTER (WHERE "
+	    "due <= $2), 0) b, min(lo - 1 + nullif(position(B'0' IN acked), "
+	    "0)) g FROM lease WHERE grp = $1) l", 2,
+	    pg_int(q, g->id), pg_int(q, now)));
 	st->inflight = pg_get(r, 0, 0);
 	st->expired = pg_get(r, 0, 1);
 	st->retrying = pg_get(r, 0, 2);
