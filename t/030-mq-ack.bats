@@ -130,6 +130,24 @@ state() {
 		one_line_error 1
 		[[ $stderr == *"$bad"* ]]
 	done
+	# the highest offset there is, in each way to settle, beside a
+	# valid one (PostgreSQL overflowed looking for its run of lease)
+	big=t:default:9223372036854775807:1:00000000
+	for how in --ack --fail --dead --extend; do
+		mq-send -q t b
+		r=$(receive)
+		case $how in
+		--ack)		run -1 --separate-stderr mq-ack "$big" "$r" ;;
+		--extend)	run -1 --separate-stderr mq-ack --extend 1h "$big" "$r" ;;
+		*)		run -1 --separate-stderr mq-ack "$how" "$big" "$r" ;;
+		esac
+		one_line_error 1
+		[[ $stderr == *"unknown receipt $big"* ]] || fail "$how: $stderr"
+		# the valid one applied: not in flight, or for an hour
+		run -0 sql "SELECT count(*) FROM delivery WHERE state = 1 AND
+		    due < $(( $(date +%s) + 600 ))000"
+		assert_output 0
+	done
 }
 
 @test "malformed receipts: exit 65, nothing applied, not even the valid ones" {

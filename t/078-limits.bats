@@ -85,6 +85,25 @@ teardown() {
 	run -1 mq-recv -A -g o -n 0 t
 }
 
+@test "-A in an ordered group: a due retry that the claim settles frees its key for the key's next, due or new, in the same claim" {
+	# (PostgreSQL held the key's next back behind the retry's row,
+	# deleted only as the claim wrote: a one-shot mq-recv missed it)
+	mq-topic group t o --ordered >/dev/null
+	mq-send -q -k a t a1 a2
+	r=$(mq-recv -g o --format '%r' t)
+	mq-ack --fail --delay 0s "$r"
+	mq-send -q -k a t a3
+	run -0 mq-recv -A -g o -n 0 --format '%b ' t
+	assert_output 'a1 a2 a3 '
+	# the key's next held back as due (its row written) behind the retry
+	mq-send -q -k b t b1 b2
+	r=$(mq-recv -g o --format '%r' t)
+	run -1 mq-recv -g o t
+	mq-ack --fail --delay 0s "$r"
+	run -0 mq-recv -A -g o -n 0 --format '%b ' t
+	assert_output 'b1 b2 '
+}
+
 @test "--per-key: a failed one waits for its retry without holding its key; a lease that ran out still counts" {
 	mq-topic group t g --per-key 1 --backoff 1h --lease 1s >/dev/null
 	mq-send -q -k a t a1

@@ -64,6 +64,15 @@ ack_waits() {
 	    application_name = 'mq-ack' AND wait_event_type = 'Lock'")" = 1 ]
 }
 
+# ack_held RECEIPT...: mq-ack RECEIPT..., once it waits for what hold took,
+# released; its status in ST, its output in ack.out.
+ack_held() {
+	bg ack.out mq-ack "$@"
+	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
+	release
+	finish "$BG" 30
+}
+
 @test "first use makes the schema: mq_meta names the app and its version" {
 	no_db
 	run -0 mq-send t hello
@@ -310,18 +319,12 @@ ack_waits() {
 
 @test "a writer holding a topic's row: mq-lag answers, a sender waits MQ_BUSY_TIMEOUT and gets 75" {
 	mq-send -q t one
-	mkfifo lock
-	psql -X -q -d "$MQ_DB" <lock >lock.out 2>&1 3>&- &
-	echo "$!" >>pids
-	exec 4>lock
-	echo "BEGIN; SELECT 'locked' FROM topic WHERE name = 't' FOR UPDATE;" >&4
-	wait_for 30 grep -q locked lock.out
+	hold "SELECT FROM topic WHERE name = 't' FOR UPDATE;"
 	run -0 mq-lag t
 	assert_line --partial "t "
 	MQ_BUSY_TIMEOUT=200ms run --separate-stderr mq-send t two
 	one_line_error 75
-	echo "ROLLBACK;" >&4
-	exec 4>&-
+	release
 	run -0 mq-send t two
 	assert_output 2
 }
@@ -480,10 +483,7 @@ idx() {
 	hold "UPDATE delivery SET due = due + 60000 WHERE off = 1;
 	    UPDATE delivery SET attempt = attempt + 1, token = token + 1
 	    WHERE off = 2;"
-	bg ack.out mq-ack "$r1" "$r2"
-	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
-	release
-	finish "$BG" 30
+	ack_held "$r1" "$r2"
 	[ "$ST" = 1 ] || fail "exit $ST: $(cat ack.out)"
 	assert_equal "$(cat ack.out)" "mq-ack: stale receipt $r2: nothing changed"
 	assert_equal "$(sql "SELECT off, attempt FROM delivery")" "2|2"
@@ -652,16 +652,39 @@ idx() {
 	assert_output 2
 }
 
+@test "a claim of a group made ordered that meets a run an ack holds starts over: it never deadlocks with the ack" {
+	mq-send -q -k k t a b
+	run -0 mq-recv -n 0 t
+	deadlocks() {
+		sql "SELECT deadlocks FROM pg_stat_database WHERE
+		    datname = current_database()"
+	}
+	d0=$(deadlocks)
+	mq-topic group t default --ordered >/dev/null
+	mq-send -q -k j t c
+	# as an ack: the run's row first, then the group's
+	hold "UPDATE lease SET newly = B'10', acked = B'10';"
+	bg recv.out mq-recv -n 1 -w 30s --format '%o\n' t
+	sleep 1
+	echo "UPDATE grp SET settled = settled + 1;" >&4
+	sleep 1
+	release
+	finish "$BG" 30
+	[ "$ST" = 0 ] || fail "exit $ST: $(cat recv.out)"
+	assert_equal "$(cat recv.out)" 3
+	run -0 cat lock.out
+	refute_output --partial deadlock
+	sleep 1.5	# the server's statistics, flushed once a second
+	assert_equal "$(deadlocks)" "$d0"
+}
+
 @test "an ack waiting for a run that another ack is settling settles only what is left" {
 	mq-send -q t a b c
 	run -0 mq-recv -n 0 --format '%r\n' t
 	rs=("${lines[@]}")
 	# another ack of 1, as mq-ack's own statement leaves the row
 	hold "UPDATE lease SET newly = B'100', acked = B'100';"
-	bg ack.out mq-ack "${rs[0]}" "${rs[1]}"
-	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
-	release
-	finish "$BG" 30
+	ack_held "${rs[0]}" "${rs[1]}"
 	[ "$ST" = 1 ] || fail "exit $ST: $(cat ack.out)"
 	assert_equal "$(cat ack.out)" "mq-ack: stale receipt ${rs[0]}: nothing changed"
 	assert_equal "$(sql "SELECT acked FROM lease")" 110
@@ -673,10 +696,7 @@ idx() {
 	run -0 mq-recv -n 0 --format '%r\n' t
 	rs=("${lines[@]}")
 	hold "SELECT unlease(id, 0, 100, 9223372036854775807, false) FROM grp;"
-	bg ack.out mq-ack "${rs[@]}"
-	wait_for 30 ack_waits || fail "the ack did not wait: $(cat ack.out)"
-	release
-	finish "$BG" 30
+	ack_held "${rs[@]}"
 	[ "$ST" = 0 ] || fail "exit $ST: $(cat ack.out)"
 	assert_equal "$(sql "SELECT count(*) FROM lease")" 0
 	assert_equal "$(sql "SELECT count(*) FROM delivery")" 0

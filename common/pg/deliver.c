@@ -383,6 +383,8 @@ struct claimer {
 	int			 gone;		/* due rows dead or lapsed */
 	int64_t			*done;		/* due rows handed out */
 	int			 ndone;
+	int64_t			*drop;		/* rows it settles (drop_row) */
+	int			 ndrop;
 	/* the deliveries to write, as arrays */
 	struct pg_arr		 l_off, l_att, l_exp, l_tok, l_key;	/* leased */
 	struct pg_arr		 h_off, h_due, h_key;		/* held back */
@@ -418,6 +420,14 @@ struct claimer {
 static void key_free(struct keymap *);
 
 static void
+offs_free(int64_t **a, int *n)
+{
+	free(*a);
+	*a = NULL;
+	*n = 0;
+}
+
+static void
 free_arrays(struct claimer *k)
 {
 	pg_arr_free(&k->l_off);
@@ -451,21 +461,20 @@ free_arrays(struct claimer *k)
 	free(k->inflight);
 	k->inflight = NULL;
 	k->kread = 0;
-	free(k->done);
-	k->done = NULL;
-	k->ndone = 0;
-	free(k->run);
-	k->run = NULL;
-	k->nrun = 0;
+	offs_free(&k->done, &k->ndone);
+	offs_free(&k->drop, &k->ndrop);
+	offs_free(&k->run, &k->nrun);
 	PQclear(k->pre_due);
 	PQclear(k->pre_new);
 	k->pre_due = k->pre_new = NULL;
 }
 
-/* The group's delivery row of off goes (write_claim). */
+/* The group's delivery row of off goes (write_claim): settled. */
 static void
 drop_row(struct claimer *k, int64_t off)
 {
+	k->drop = mq_array(k->drop, k->ndrop + 1, sizeof *k->drop);
+	k->drop[k->ndrop++] = off;
 	pg_arr_int(&k->l_off, -off);	/* negative: marks "delete" */
 	pg_arr_int(&k->l_att, 0);
 	pg_arr_int(&k->l_exp, 0);
@@ -529,7 +538,7 @@ deliver(struct claimer *k, struct mq_msg *m, int attempt, int expired,
 	} else if (attempt == 1 && !existed && !k->c->consumer &&
 	    plain(&k->g)) {
 		/* a new one for a plain mq-recv: in a run of lease */
-		if (!k->rtok)
+		while (!k->rtok)	/* one for the run: not 0, "none" */
 			k->rtok = mq_token();
 		token = k->rtok;
 		k->run = mq_array(k->run, k->nrun + 1, sizeof *k->run);
@@ -798,7 +807,8 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 	"LATERAL (SELECT * FROM msg WHERE topic = $4 AND off = d.off " \
 	"OFFSET 0) m ON true WHERE d.grp = $1 AND d.state < 2 " \
 	"AND d.due <= $2 AND d.off + 0 >= $5 AND d.off + 0 < $6 AND " \
-	"d.off <> ALL($7::bigint[]) AND d.off + 0 < " BOUND
+	"d.off <> ALL($7::bigint[]) AND d.off <> ALL($8::bigint[]) AND " \
+	"d.off + 0 < " BOUND
 /*
  * What a claim may hand out: offsets below next_off as the claim's first
  * statement read it, whose commits are all under the WAL position read
@@ -807,7 +817,7 @@ idem_apply(struct claimer *k, int how, const struct idem *x, int64_t off,
 #define BOUND	"nullif(current_setting('mq.bound', true), '')::bigint"
 #define DUE_ORDERED " AND (d.key IS NULL OR NOT EXISTS (SELECT 1 FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.off < d.off " \
-	"AND e.state < 2 OFFSET 0))"
+	"AND e.state < 2 AND e.off <> ALL($8::bigint[]) OFFSET 0))"
 #define DUE_PER_KEY " AND (d.key IS NULL OR (SELECT count(*) FROM " \
 	"delivery e WHERE e.grp = $1 AND e.key = d.key AND e.state = 1 AND " \
 	"e.off <> d.off) < (SELECT per_key FROM grp WHERE id = $1))"
@@ -839,7 +849,7 @@ claim_due(struct claimer *k, int64_t lo)
 	struct idem *id = NULL;
 	struct mq_verdict v;
 	struct pg_arr d_off = { 0 }, d_exp = { 0 }, d_rsn = { 0 }, x = { 0 };
-	struct pg_arr done = { 0 };
+	struct pg_arr done = { 0 }, drop = { 0 };
 	struct mq_msg m;
 	PGresult *r;
 	char host[256];
@@ -852,11 +862,17 @@ claim_due(struct claimer *k, int64_t lo)
 		/* not those an earlier round handed out: not leased yet */
 		for (i = 0; i < k->ndone; i++)
 			pg_arr_int(&done, k->done[i]);
-		r = pg_qc(q, "cannot read deliveries", due_sql(&k->g), 7,
+		/* nor, for a key's order, the rows it settled (not deleted
+		   yet either) */
+		for (i = 0; i < k->ndrop; i++)
+			pg_arr_int(&drop, k->drop[i]);
+		r = pg_qc(q, "cannot read deliveries", due_sql(&k->g), 8,
 		    pg_int(q, k->g.id), pg_int(q, k->now),
 		    pg_int(q, k->max - k->n), pg_int(q, k->t.id),
-		    pg_int(q, lo), pg_int(q, k->pos), pg_arr_end(&done));
+		    pg_int(q, lo), pg_int(q, k->pos), pg_arr_end(&done),
+		    pg_arr_end(&drop));
 		pg_arr_free(&done);
+		pg_arr_free(&drop);
 		if (!r)
 			return PG_RETRY;
 	}
@@ -939,6 +955,11 @@ claim_due(struct claimer *k, int64_t lo)
 			++*fl;
 		else if (fl && k->c->autoack && pg_get(r, i, 1) == MQ_LEASED)
 			--*fl;
+		/* settled here (auto-acked, or purged): the due rows behind
+		   its key may go, in another round */
+		if (k->g.ordered && !pg_null(r, i, 4) && (k->c->autoack ||
+		    !m.body))
+			k->gone++;
 		deliver(k, &m, attempt + 1, expired, PQgetisnull(r, i, 4) ?
 		    NULL : PQgetvalue(r, i, 4), 1, id ? id[i].bid : NULL);
 	}
@@ -1005,6 +1026,7 @@ claim_new(struct claimer *k)
 	PGresult *r, *busy;
 	struct idem *x = NULL;
 	struct keymap db = { 0 };	/* the rows' first unsettled offsets */
+	struct pg_arr drop = { 0 };
 	int i, n, want, held, idle, how, *fl, rc, looked = 0;
 
 	do {
@@ -1028,11 +1050,18 @@ claim_new(struct claimer *k)
 		if (k->g.ordered && n && !looked) {
 			looked = 1;
 			/* the first unsettled offset of each key, as the rows
-			   say now (what a claim_due before settled is gone) */
-			if (!(busy = pg_qc(q, "cannot read deliveries", "SELECT "
-			    "key, min(off) FROM delivery WHERE grp = $1 AND key "
-			    "IS NOT NULL AND state < 2 GROUP BY key", 1,
-			    pg_int(q, k->g.id)))) {
+			   say now, less those this claim settled (their rows
+			   go in write_claim); a claim_due before deleted those
+			   it found dead or lapsed */
+			for (i = 0; i < k->ndrop; i++)
+				pg_arr_int(&drop, k->drop[i]);
+			busy = pg_qc(q, "cannot read deliveries", "SELECT key, "
+			    "min(off) FROM delivery WHERE grp = $1 AND key IS NOT "
+			    "NULL AND state < 2 AND off <> ALL($2::bigint[]) "
+			    "GROUP BY key", 2, pg_int(q, k->g.id),
+			    pg_arr_end(&drop));
+			pg_arr_free(&drop);
+			if (!busy) {
 				PQclear(r);
 				idem_free(x, n);
 				goto retry;
@@ -1334,7 +1363,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	PGresult *r, *res[PG_PIPE_MAX];
 	char lsn[32];
 	int64_t gone0, pos0, t0 = 0, when, now0, hi, bound = 0, tid = 0;
-	int rc, i, nd = -1, flush;
+	int rc, i, nd = -1, flush, unplain;
 
 	memset(&k, 0, sizeof k);
 	memset(&p, 0, sizeof p);
@@ -1386,18 +1415,23 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* runs of lease whose time ran out (every run, in a group that is
 	   not plain now) are delivery rows from here on, for the due rows'
 	   reads; not the ones an ack is settling (locked), which would wait
-	   for the group, ours */
+	   for the group, ours: a group not plain that keeps one has the
+	   claim start over (below) */
 	pg_pipe_q(q, &p, "cannot read deliveries", "SELECT unlease(g.id, 0, "
-	    "$4::bigint, x.d, " PLAIN_SQL ") FROM grp g JOIN topic t ON "
+	    "$4::bigint, x.d, true) FROM grp g JOIN topic t ON "
 	    "t.id = g.topic CROSS JOIN LATERAL (SELECT CASE WHEN " PLAIN_SQL
 	    " THEN $3::bigint ELSE $4::bigint END AS d) x WHERE t.name = $1 "
 	    "AND g.name = $2 AND EXISTS (SELECT 1 FROM lease WHERE grp = g.id "
 	    "AND due <= x.d)", 4, c->topic, c->group, pg_int(q, now0),
 	    pg_int(q, INT64_MAX));
+	pg_pipe_q(q, &p, "cannot read deliveries", "SELECT 1 FROM grp g JOIN "
+	    "topic t ON t.id = g.topic WHERE t.name = $1 AND g.name = $2 AND "
+	    "NOT (" PLAIN_SQL ") AND EXISTS (SELECT 1 FROM lease WHERE grp = "
+	    "g.id)", 2, c->topic, c->group);
 	if (was) {
-		pg_pipe_q(q, &p, "cannot read deliveries", due_sql(&was->g), 7,
+		pg_pipe_q(q, &p, "cannot read deliveries", due_sql(&was->g), 8,
 		    pg_int(q, was->g.id), pg_int(q, now0), pg_int(q, max),
-		    pg_int(q, was->tid), "0", pg_int(q, was->g.pos), "{}");
+		    pg_int(q, was->tid), "0", pg_int(q, was->g.pos), "{}", "{}");
 		pg_pipe_q(q, &p, "cannot read messages", NEW_SQL, 4,
 		    pg_int(q, was->tid), pg_int(q, was->g.pos), pg_int(q, max),
 		    pg_int(q, was->g.id));
@@ -1411,12 +1445,14 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 		tid = pg_get(res[0], 0, 2);
 	}
 	rc = pg_group_locked_row(res[1], &k.g, &k.t.paused_until);
-	PQclear(res[0]);
-	PQclear(res[1]);
-	PQclear(res[2]);
+	/* a group not plain keeps a run an ack holds: again, once the ack
+	   is done (a moment) */
+	unplain = PQntuples(res[3]) > 0;
+	for (i = 0; i < 4; i++)
+		PQclear(res[i]);
 	if (was) {
-		k.pre_due = res[3];
-		k.pre_new = res[4];
+		k.pre_due = res[4];
+		k.pre_new = res[5];
 	}
 	if (rc) {
 		k.t.id = k.g.topic;
@@ -1427,7 +1463,7 @@ claim(struct pgq *q, const struct mq_claim *c, struct mq_msg *out, int max,
 	/* the topic the bound and the WAL's position were read of, not one
 	   made again under its name since (deleted, then sent to): its
 	   offsets below the bound may not be in the WAL up to there */
-	if (lsn[0] && tid != k.t.id) {
+	if ((lsn[0] && tid != k.t.id) || unplain) {
 		pg_rollback(q);
 		goto retry;
 	}
@@ -1590,8 +1626,9 @@ settle_one(struct pgq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 #define MATCHED(r) (PQntuples(r) > 0 ? (since = pg_get(r, 0, 0), \
 	pg_copy(r, 0, 1, host, sizeof host), pid = pg_get(r, 0, 2), 1) : 0)
 
-	if (st->how != MQ_ACK && st->how != MQ_GIVEBACK) {
-		/* the run of lease that holds it is delivery rows first */
+	/* the run of lease that holds it is delivery rows first (none
+	   holds the highest offset, of an unknown receipt: no overflow) */
+	if (st->how != MQ_ACK && rc->off < INT64_MAX) {
 		TRY(r, pg_qc(q, "cannot settle delivery", "SELECT unlease("
 		    "$1::bigint, $2::bigint, $2::bigint + 1, $3, false)", 3, g,
 		    off, pg_int(q, INT64_MAX)));
@@ -1749,8 +1786,9 @@ queue_run_acks(struct pgq *q, struct gcache *c, const struct mq_settle *st,
 	const char *a, *b, *g = pg_int(q, c->g.id);
 	int i, k, nv = 0;
 
-	for (i = 0; i < c->na; i++)
-		if (st[c->a_at[i]].r.attempt == 1) {
+	for (i = 0; i < c->na; i++)	/* (none holds the highest offset) */
+		if (st[c->a_at[i]].r.attempt == 1 &&
+		    st[c->a_at[i]].r.off < INT64_MAX) {
 			v[nv].tok = st[c->a_at[i]].r.token;
 			v[nv++].off = st[c->a_at[i]].r.off;
 		}
@@ -1781,7 +1819,7 @@ queue_run_acks(struct pgq *q, struct gcache *c, const struct mq_settle *st,
 	    "- 1) AS i WHERE get_bit(u.newly, i) = 1), h AS (INSERT INTO acks "
 	    "(grp, lo, offs, ts, n, host, pid, since, dhost, dpid) SELECT $1, "
 	    "lo, newly, $5, $6, $7, $8, since, host, pid FROM u WHERE "
-	    "bit_count(newly) > 0), "
+	    "position(B'1' IN newly) > 0), "
 	    "g AS (UPDATE grp SET settled = settled + (SELECT count(*) FROM s), "
 	    "settled_ts = $5 WHERE id = $1 AND EXISTS (SELECT 1 FROM s)) "
 	    "SELECT off, 1, token FROM s", 8, g, a, b, pg_arr_end(&rt),
@@ -1789,7 +1827,7 @@ queue_run_acks(struct pgq *q, struct gcache *c, const struct mq_settle *st,
 	pg_pipe_q(q, p, "cannot settle delivery", "DELETE FROM lease WHERE "
 	    "grp = $1 AND lo < (SELECT max(b) FROM unnest($3::bigint[]) b) AND "
 	    "hi > (SELECT min(a) FROM unnest($2::bigint[]) a) AND "
-	    "bit_count(acked) = hi - lo", 3, g, a, b);
+	    "position(B'0' IN acked) = 0", 3, g, a, b);
 	pg_arr_free(&ra);
 	pg_arr_free(&rb);
 	pg_arr_free(&rt);

@@ -81,9 +81,9 @@ CREATE TABLE acks (
 	pid		bigint,
 	since		bigint,
 	dhost		text,
-	dpid		bigint,
-	PRIMARY KEY (grp, lo, ts, n)
+	dpid		bigint
 );
+CREATE INDEX acks_lo ON acks (grp, lo);
 
 CREATE VIEW histories AS
 	SELECT grp, off, ts, n, attempt, event, host, pid, reason, since,

@@ -571,7 +571,7 @@ acks_gone(struct pgq *q, int64_t topic, int64_t lo, int64_t hi)
 	    "AND lo > $2 - 1024 AND lo + length(offs) > $2", topic, lo, hi) <
 	    0 || run3(q, "cannot delete history", "DELETE FROM acks WHERE grp "
 	    "IN (SELECT id FROM grp WHERE topic = $1) AND lo < $3 AND lo > "
-	    "$2::bigint - 1024 AND bit_count(offs) = 0", topic, lo, hi) < 0 ?
+	    "$2::bigint - 1024 AND position(B'1' IN offs) = 0", topic, lo, hi) < 0 ?
 	    PG_RETRY : 0;
 }
 

@@ -605,7 +605,7 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 
 	memset(st, 0, sizeof *st);
 	/* and the runs of lease (lease.sql): in flight, or expired, each
-	   offset not acked, from the first */
+	   offset not acked (a 0 bit), from the first */
 	TRY(r, pg_q(q, "cannot read deliveries", "SELECT d.a + l.a, "
 	    "d.b + l.b, d.c, d.d, d.e, d.f, least(d.g, l.g), d.h FROM (SELECT "
 	    "count(*) FILTER (WHERE state = 1 AND due > $2) a, "
@@ -617,11 +617,11 @@ pg_stats(struct pgq *q, const struct mq_topic *t, const struct mq_group *g,
 	    "min(off) FILTER (WHERE state = 1 OR (state = 0 AND "
 	    "(attempt > 0 OR due <= $2))) g, "
 	    "(SELECT count(*) FROM consumer WHERE grp = $1) h "
-	    "FROM delivery WHERE grp = $1) d, (SELECT coalesce(sum(hi - lo - "
-	    "bit_count(acked)) FILTER (WHERE due > $2), 0) a, "
-	    "coalesce(sum(hi - lo - bit_count(acked)) FILTER (WHERE "
-	    "due <= $2), 0) b, min(lo - 1 + nullif(position(B'0' IN acked), "
-	    "0)) g FROM lease WHERE grp = $1) l", 2,
+	    "FROM delivery WHERE grp = $1) d, (SELECT coalesce(sum(u) FILTER "
+	    "(WHERE due > $2), 0) a, coalesce(sum(u) FILTER (WHERE due <= $2), "
+	    "0) b, min(lo - 1 + nullif(position(B'0' IN acked), 0)) g FROM "
+	    "(SELECT due, lo, acked, length(replace(acked::text, '1', '')) AS "
+	    "u FROM lease WHERE grp = $1) x) l", 2,
 	    pg_int(q, g->id), pg_int(q, now)));
 	st->inflight = pg_get(r, 0, 0);
 	st->expired = pg_get(r, 0, 1);
