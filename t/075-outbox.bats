@@ -129,6 +129,37 @@ release_lock() {
 	assert_output 0
 }
 
+@test "an outbox whose path is not UTF-8 moves as any other: its mark is kept, its rows' dedup ids name it" {
+	d=$'caf\xe9 100%'
+	mkdir "$d"
+	mq-topic outbox-init "$d/app.db"
+	sqlite3 "$d/app.db" "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a'), ('t', 'b')"
+	run -0 mq-send --from-outbox "$d/app.db"
+	assert_output "$(printf '1\tt\t1\n2\tt\t2')"
+	# as a mover killed between mq's commit and its delete leaves them:
+	# the mark, found again under the same name, deletes them unsent
+	sqlite3 "$d/app.db" "INSERT INTO mq_outbox (id, topic, body) VALUES (2, 't', 'b');
+	    INSERT INTO mq_outbox (topic, body) VALUES ('t', 'c')"
+	run -0 mq-send --from-outbox "$d/app.db"
+	assert_output "$(printf '3\tt\t3')"
+	run -0 bodies t
+	assert_output "$(printf 'a\nb\nc')"
+	run -0 sql "SELECT count(*), max(moved), max(rows) FROM outbox"
+	assert_output "1|3|3"
+	if [ -n "$PG" ]; then
+		# text is UTF-8 there: the path's other bytes as %XX, after a %
+		src="$(hostname):%$PWD/caf%E9 100%25/app.db"
+		run -0 sql "SELECT source FROM outbox"
+		assert_output "$src"
+		run -0 sql "SELECT id FROM dedup ORDER BY off"
+		assert_output "$(printf '%s\n' "1@$src" "2@$src" "3@$src")"
+	else
+		# SQLite keeps the bytes as they are
+		run -0 sql "SELECT hex(source) FROM outbox"
+		assert_output "$(printf '%s:%s/app.db' "$(hostname)" "$PWD/$d" | od -An -tx1 | tr -d ' \n' | tr a-f A-F)"
+	fi
+}
+
 @test "rows at or below the mark are deleted unsent even when their topic's max-size went below their size since" {
 	mq-topic outbox-init app.db
 	app "INSERT INTO mq_outbox (topic, body) VALUES ('t', 'a long body')"

@@ -14,6 +14,13 @@
  * one order: topic, then group, then deliveries.  A deadlock or
  * serialization failure, which that order should never cause, rolls the
  * transaction back and the operation starts over (PG_RETRY).
+ *
+ * A plain mq-recv's claim leases new messages as runs, one row of lease
+ * for up to 1,024 offsets (lease.sql), not as delivery rows.  A statement
+ * that writes delivery rows, or reads them to decide, must first turn the
+ * runs it could touch into delivery rows (SQL unlease(), as settle,
+ * cancel, delay, moves and purge do), and a reader of every delivery
+ * reads the view deliveries.
  */
 #ifndef MQ_PG_H
 #define MQ_PG_H
