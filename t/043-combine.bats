@@ -136,3 +136,48 @@ stored() {
 	assert_output 0
 	db_intact
 }
+
+# set_u32 OFFSET VALUE: VALUE at byte OFFSET of the -mq file, as a u32.
+set_u32() {
+	local v=$2
+	# shellcheck disable=SC2059 # the format is the bytes
+	printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((v & 255)) \
+	    $((v >> 8 & 255)) $((v >> 16 & 255)) $((v >> 24 & 255)))" |
+	    dd of="$MQ_DB-mq" bs=1 seek="$1" count=4 conv=notrunc status=none
+}
+
+# sends_past_leader: three mq-send t mK at once, each made to wait for
+# the leader byte 12 names, finish with 0, and their offsets hold mK.
+sends_past_leader() {
+	local k pids=()
+	for k in 1 2 3; do
+		bg "out.$k" mq-send t "m$k"
+		pids+=("$BG")
+	done
+	for k in 1 2 3; do
+		finish "${pids[k - 1]}" 60
+		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
+		stored "out.$k" "m$k"
+	done
+	# the one that took its place is done: nobody leads
+	assert_equal "$(u32 12)" 0
+}
+
+@test "a sync leader that hangs, or died, is replaced: its waiters sync for themselves, and what they print is stored" {
+	mq-send -q t first
+	# byte 12: the pid of the process syncing the WAL for the others;
+	# one that lives and never ends its sync (they wait 2 s for it)
+	bg /dev/null sleep 120
+	set_u32 12 "$BG"
+	[ "$(u32 12)" = "$BG" ] || fail "byte 12: $(u32 12)"
+	s0=$(u64 48)
+	sends_past_leader
+	(($(u64 48) > s0)) || fail "no sync counted"
+	# one that is gone
+	true &
+	gone=$!
+	wait "$gone"
+	set_u32 12 "$gone"
+	sends_past_leader
+	db_intact
+}

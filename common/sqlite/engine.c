@@ -84,6 +84,12 @@ sq_futex_wake(uint32_t *w)
 }
 
 void
+sq_futex_wake_one(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void
 sq_max_store(uint64_t *p, uint64_t v)
 {
 	uint64_t old = LOAD(p);
@@ -297,7 +303,11 @@ sync_wal(struct sq *q, uint64_t upto)
 	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
 		if (q->shm_rw && upto) {
 			sq_max_store(&q->shm->failed, upto);
+			ADD(&q->shm->gen_word[0], 1);
+			ADD(&q->shm->gen_word[1], 1);
 			ADD(&q->shm->sync_word, 1);
+			sq_futex_wake(&q->shm->gen_word[0]);
+			sq_futex_wake(&q->shm->gen_word[1]);
 			sq_futex_wake(&q->shm->sync_word);
 		}
 		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
@@ -308,20 +318,60 @@ sync_wal(struct sq *q, uint64_t upto)
 }
 
 /*
+ * The leader's sync, covering every commit written when it begins.  Its
+ * number (mod 256) and what it covers are one word, so that a waiter
+ * reads both at once.  When it ends it wakes the waiters of its parity
+ * (all of them: it covers each, see sq_durable), and one of the other's,
+ * to lead the next sync; the other's word is bumped too, so that one
+ * about to sleep on it looks again instead.  An older mq's waiters
+ * sleep on sync_word: they are all woken, as that mq wakes them.
+ */
+static uint64_t
+lead_sync(struct sq *q)
+{
+	struct sq_shm *m = q->shm;
+	uint64_t t = LOAD(&m->written);
+	unsigned k = (unsigned)(LOAD(&m->sync_at) + 1) & 0xff;
+
+	STORE(&m->sync_at, t << 8 | k);
+	sync_wal(q, t);
+	sq_max_store(&m->synced, t);
+	STORE(&m->leader, 0);
+	ADD(&m->gen_word[k & 1], 1);
+	if (LOAD(&m->gen_waiters[k & 1]))
+		sq_futex_wake(&m->gen_word[k & 1]);
+	ADD(&m->gen_word[~k & 1], 1);
+	if (LOAD(&m->gen_waiters[~k & 1]))
+		sq_futex_wake_one(&m->gen_word[~k & 1]);
+	ADD(&m->sync_word, 1);
+	if (LOAD(&m->sync_waiters))
+		sq_futex_wake(&m->sync_word);
+	return t;
+}
+
+/*
  * Returns once every commit numbered up to target is on disk.  A reader
  * (target: the commits it may have seen) is also done after a sync of its
  * own, begun after its read; a writer (target: its own commit) needs
  * synced to pass it.
+ *
+ * One leader syncs at a time, for every commit written when it began.
+ * The others sleep until the sync that covers them ends: the one under
+ * way (sync_at says what it covers), or else the next, whose leader the
+ * end of this one wakes.  So a waiter sleeps once, not once a sync, and
+ * no sync wakes those it leaves waiting.  Each looks again every 100 ms,
+ * and leads in place of a leader that died (or of an older mq's, which
+ * wakes only sync_word's sleepers).
  */
 void
 sq_durable(struct sq *q, uint64_t target, int reader)
 {
 	static uint32_t me;
 	struct sq_shm *m = q->shm;
-	uint32_t none, w, l;
-	uint64_t t;
+	uint32_t none, w[2];
+	uint64_t t, at;
 	int64_t since = 0;
-	int take = 0;
+	int take = 0, x, l;
 
 	if (q->sync != SQ_GROUP || !m || target == 0)
 		return;
@@ -340,32 +390,31 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		if (LOAD(&m->failed) >= target)
 			mq_die(MQ_EX_IOERR, "cannot sync %s-wal: another "
 			    "process's sync of it failed", q->base.path);
-		if (LOAD(&m->synced) >= target)
-			return;
-		w = LOAD(&m->sync_word);
+		/* the words first: a sync that ends after this wakes us */
+		w[0] = LOAD(&m->gen_word[0]);
+		w[1] = LOAD(&m->gen_word[1]);
+		at = LOAD(&m->sync_at);
 		if (LOAD(&m->synced) >= target)
 			return;
 		none = 0;
 		if (take || CAS(&m->leader, none, me)) {
 			STORE(&m->leader, me);
-			t = LOAD(&m->written);
-			sync_wal(q, t);
-			sq_max_store(&m->synced, t);
-			STORE(&m->leader, 0);
-			ADD(&m->sync_word, 1);
-			if (LOAD(&m->sync_waiters))
-				sq_futex_wake(&m->sync_word);
+			t = lead_sync(q);
 			if (t >= target || reader)
 				return;
 			take = 0;
 			continue;
 		}
-		ADD(&m->sync_waiters, 1);
-		l = sq_futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
-		ADD(&m->sync_waiters, -1);
+		/* the sync begun last covers us (and has not ended: synced
+		   is below), or the next one will */
+		x = (int)((at & 0xff) + (target <= at >> 8 ? 0 : 1)) & 1;
+		ADD(&m->gen_waiters[x], 1);
+		l = sq_futex_wait(&m->gen_word[x], w[x], 100) < 0 &&
+		    errno == ETIMEDOUT;
+		ADD(&m->gen_waiters[x], -1);
 		if (l) {
 			/* no sync finished in 100ms: is the leader still there? */
-			l = LOAD(&m->leader);
+			l = (int)LOAD(&m->leader);
 			if (!since)
 				since = mq_now();
 			if (!l || (kill((pid_t)l, 0) < 0 && errno == ESRCH) ||

@@ -62,6 +62,16 @@ struct sq_shm {
 		uint32_t	wake;	/* bumped whenever state may change */
 	} comb_word[NCOMB];
 	struct sq_comb	comb[NCOMB];
+	/*
+	 * Added after comb[], as it was after slot[]: a sync's waiters
+	 * sleep on the word of its number's parity (sq_durable, engine.c),
+	 * so that a sync wakes those it made durable and no others.
+	 */
+	uint64_t	sync_at;	/* the sync begun last: the commits it
+					   covers << 8 | its number & 0xff */
+	uint32_t	gen_word[2];	/* bumped as a sync of that parity
+					   ends, and as the one before it does */
+	uint32_t	gen_waiters[2];	/* asleep on gen_word[] */
 };
 
 /*
@@ -78,6 +88,7 @@ struct sq_shm {
 
 int	 sq_futex_wait(uint32_t *, uint32_t val, int64_t ms);
 void	 sq_futex_wake(uint32_t *);
+void	 sq_futex_wake_one(uint32_t *);
 void	 sq_max_store(uint64_t *, uint64_t);
 
 #endif
