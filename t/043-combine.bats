@@ -18,6 +18,9 @@ SQLITE_ONLY="the writer queue and the slots of the -mq file"
 
 teardown() {
 	kill_bg
+	if [ -n "${RO_DIR-}" ]; then
+		rm -rf "$RO_DIR"
+	fi
 }
 
 u32() {
@@ -180,4 +183,33 @@ sends_past_leader() {
 	set_u32 12 "$gone"
 	sends_past_leader
 	db_intact
+}
+
+@test "a reader that may only read an older mq's -mq file (shorter) still syncs what it shows first" {
+	local so
+	RO_DIR=$(mktemp -d /tmp/mq-ro.XXXXXX)
+	chmod 755 "$RO_DIR"
+	export MQ_DB="$RO_DIR/mq.db"
+	mq-send -q t hello
+	# as an mq from before sync_at left it (655432 bytes long), and with
+	# that commit not yet synced: synced (byte 40, a u64) is 0
+	truncate -s 655432 "$MQ_DB-mq"
+	dd if=/dev/zero of="$MQ_DB-mq" bs=1 seek=40 count=8 conv=notrunc \
+	    status=none
+	[ "$(u64 40)" = 0 ] || fail "synced: $(u64 40)"
+	chmod 666 "$MQ_DB" "$MQ_DB-wal" "$MQ_DB-shm"
+	chmod 444 "$MQ_DB-mq"
+	so=$(shim faultshim "$BATS_TEST_TMPDIR")
+	cp "$so" "$RO_DIR/faultshim.so"
+	: >"$RO_DIR/log"
+	chmod 666 "$RO_DIR/log"
+	run -0 as_nobody env \
+	    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+	    MQ_FAULT_PREFIX="$MQ_DB" MQ_FAULT_LOG="$RO_DIR/log" \
+	    LD_PRELOAD="$RO_DIR/faultshim.so" mq-replay t
+	assert_output "$(printf '1\thello')"
+	grep -q $'\tfdatasync\tmq.db-wal\t' "$RO_DIR/log" ||
+	    fail "the WAL was not synced: $(cat "$RO_DIR/log")"
+	# a reader changes nothing: the file is as long as it was
+	assert_equal "$(stat -c %s "$MQ_DB-mq")" 655432
 }

@@ -135,10 +135,17 @@ sq_engine_open(struct sq *q)
 		(void)fchown(fd, uid, gid);
 	else if (q->shm_rw && st.st_uid == geteuid() && st.st_gid != gid)
 		(void)fchown(fd, (uid_t)-1, gid);	/* if a member */
-	if ((size_t)st.st_size < sizeof *m && (!q->shm_rw ||
-	    ftruncate(fd, sizeof *m) < 0))
+	/* an older mq's file is shorter: a writer makes it longer; a
+	   reader maps what is there, and never looks past slot[] */
+	q->shm_len = sizeof *m;
+	if ((size_t)st.st_size < sizeof *m && q->shm_rw &&
+	    ftruncate(fd, sizeof *m) < 0)
 		goto close;
-	m = mmap(NULL, sizeof *m, PROT_READ | (q->shm_rw ? PROT_WRITE : 0),
+	if ((size_t)st.st_size < sizeof *m && !q->shm_rw)
+		q->shm_len = (size_t)st.st_size;
+	if (q->shm_len < offsetof(struct sq_shm, comb_word))
+		goto close;
+	m = mmap(NULL, q->shm_len, PROT_READ | (q->shm_rw ? PROT_WRITE : 0),
 	    MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		goto close;
@@ -147,7 +154,7 @@ sq_engine_open(struct sq *q)
 		CAS(&m->magic, zero, SHM_MAGIC);
 	}
 	if (LOAD(&m->magic) != SHM_MAGIC || LOAD(&m->version) != SHM_VERSION) {
-		munmap(m, sizeof *m);
+		munmap(m, q->shm_len);
 		goto close;
 	}
 	q->shm = m;
@@ -167,7 +174,7 @@ void
 sq_engine_close(struct sq *q)
 {
 	if (q->shm)
-		munmap(q->shm, sizeof *q->shm);
+		munmap(q->shm, q->shm_len);
 	if (q->shmfd >= 0)
 		close(q->shmfd);
 	q->shm = NULL;
@@ -327,7 +334,7 @@ sync_wal(struct sq *q, uint64_t upto)
  * sleep on sync_word: they are all woken, as that mq wakes them.
  */
 static uint64_t
-lead_sync(struct sq *q)
+lead_sync(struct sq *q, uint32_t me, int took)
 {
 	struct sq_shm *m = q->shm;
 	uint64_t t = LOAD(&m->written);
@@ -336,12 +343,15 @@ lead_sync(struct sq *q)
 	STORE(&m->sync_at, t << 8 | k);
 	sync_wal(q, t);
 	sq_max_store(&m->synced, t);
-	STORE(&m->leader, 0);
+	CAS(&m->leader, me, 0);	/* (a leader taken for dead may be back) */
 	ADD(&m->gen_word[k & 1], 1);
 	if (LOAD(&m->gen_waiters[k & 1]))
 		sq_futex_wake(&m->gen_word[k & 1]);
 	ADD(&m->gen_word[~k & 1], 1);
-	if (LOAD(&m->gen_waiters[~k & 1]))
+	/* after a leader taken for dead, who waits for what is unsure */
+	if (took && LOAD(&m->gen_waiters[~k & 1]))
+		sq_futex_wake(&m->gen_word[~k & 1]);
+	else if (LOAD(&m->gen_waiters[~k & 1]))
 		sq_futex_wake_one(&m->gen_word[~k & 1]);
 	ADD(&m->sync_word, 1);
 	if (LOAD(&m->sync_waiters))
@@ -368,10 +378,10 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 {
 	static uint32_t me;
 	struct sq_shm *m = q->shm;
-	uint32_t none, w[2];
+	uint32_t none, w[2], ld;
 	uint64_t t, at;
 	int64_t since = 0;
-	int take = 0, x, l;
+	int x, l;
 
 	if (q->sync != SQ_GROUP || !m || target == 0)
 		return;
@@ -397,12 +407,10 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		if (LOAD(&m->synced) >= target)
 			return;
 		none = 0;
-		if (take || CAS(&m->leader, none, me)) {
-			STORE(&m->leader, me);
-			t = lead_sync(q);
+		if (CAS(&m->leader, none, me)) {
+			t = lead_sync(q, me, 0);
 			if (t >= target || reader)
 				return;
-			take = 0;
 			continue;
 		}
 		/* the sync begun last covers us (and has not ended: synced
@@ -413,13 +421,18 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		    errno == ETIMEDOUT;
 		ADD(&m->gen_waiters[x], -1);
 		if (l) {
-			/* no sync finished in 100ms: is the leader still there? */
-			l = (int)LOAD(&m->leader);
+			/* no sync finished in 100ms: is the leader still there?
+			   (none: the CAS above; one taker of a dead one) */
+			ld = LOAD(&m->leader);
 			if (!since)
 				since = mq_now();
-			if (!l || (kill((pid_t)l, 0) < 0 && errno == ESRCH) ||
-			    mq_now() - since > 2000)
-				take = 1;
+			if (ld && ((kill((pid_t)ld, 0) < 0 && errno == ESRCH) ||
+			    mq_now() - since > 2000) && CAS(&m->leader, ld, me)) {
+				since = 0;
+				t = lead_sync(q, me, 1);
+				if (t >= target || reader)
+					return;
+			}
 		}
 	}
 }

@@ -63,9 +63,11 @@ struct sq_shm {
 	} comb_word[NCOMB];
 	struct sq_comb	comb[NCOMB];
 	/*
-	 * Added after comb[], as it was after slot[]: a sync's waiters
-	 * sleep on the word of its number's parity (sq_durable, engine.c),
-	 * so that a sync wakes those it made durable and no others.
+	 * Added after comb[], as it was after slot[] (a writer makes an
+	 * older file longer; a reader that may not maps what is there, and
+	 * reads nothing past slot[]): a sync's waiters sleep on the word of
+	 * its number's parity (sq_durable, engine.c), so that a sync wakes
+	 * those it made durable and no others.
 	 */
 	uint64_t	sync_at;	/* the sync begun last: the commits it
 					   covers << 8 | its number & 0xff */

@@ -59,6 +59,8 @@ struct sq {
 	int		 shmfd;		/* the -mq file; -1: none */
 	struct sq_shm	*shm;
 	int		 shm_rw;	/* mapped for writing */
+	size_t		 shm_len;	/* mapped: all of it, or (read-only)
+					   the part an older mq's file has */
 	int		 queued;	/* holds the writer queue */
 	int64_t		 queue_since;	/* waiting since; 0: from now */
 	int		 wal_frames;	/* in the WAL after our last commit */
