@@ -191,9 +191,10 @@ sends_past_leader() {
 	chmod 755 "$RO_DIR"
 	export MQ_DB="$RO_DIR/mq.db"
 	mq-send -q t hello
-	# as an mq from before sync_at left it (655432 bytes long), and with
-	# that commit not yet synced: synced (byte 40, a u64) is 0
-	truncate -s 655432 "$MQ_DB-mq"
+	# as an mq from before the combining slots left it (131144 bytes
+	# long: it ends at slot[]), and with that commit not yet synced:
+	# synced (byte 40, a u64) is 0
+	truncate -s 131144 "$MQ_DB-mq"
 	dd if=/dev/zero of="$MQ_DB-mq" bs=1 seek=40 count=8 conv=notrunc \
 	    status=none
 	[ "$(u64 40)" = 0 ] || fail "synced: $(u64 40)"
@@ -211,5 +212,5 @@ sends_past_leader() {
 	grep -q $'\tfdatasync\tmq.db-wal\t' "$RO_DIR/log" ||
 	    fail "the WAL was not synced: $(cat "$RO_DIR/log")"
 	# a reader changes nothing: the file is as long as it was
-	assert_equal "$(stat -c %s "$MQ_DB-mq")" 655432
+	assert_equal "$(stat -c %s "$MQ_DB-mq")" 131144
 }

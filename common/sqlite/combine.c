@@ -65,8 +65,6 @@ _Static_assert(offsetof(struct sq_shm, writing) == 24, "writing moved");
 _Static_assert(offsetof(struct sq_shm, combined) == 60, "combined moved");
 _Static_assert(offsetof(struct sq_shm, comb_word) == 131144, "slots moved");
 _Static_assert(offsetof(struct sq_shm, synced) == 40, "synced moved");
-_Static_assert(offsetof(struct sq_shm, sync_at) == 655432,
-    "the file of an mq before sync_at is no longer that long");
 _Static_assert(NCOMB <= SQ_NTAKEN, "sq.h: taken[] holds every slot");
 
 static uint32_t

@@ -84,12 +84,6 @@ sq_futex_wake(uint32_t *w)
 }
 
 void
-sq_futex_wake_one(uint32_t *w)
-{
-	syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
-}
-
-void
 sq_max_store(uint64_t *p, uint64_t v)
 {
 	uint64_t old = LOAD(p);
@@ -135,8 +129,9 @@ sq_engine_open(struct sq *q)
 		(void)fchown(fd, uid, gid);
 	else if (q->shm_rw && st.st_uid == geteuid() && st.st_gid != gid)
 		(void)fchown(fd, (uid_t)-1, gid);	/* if a member */
-	/* an older mq's file is shorter: a writer makes it longer; a
-	   reader maps what is there, and never looks past slot[] */
+	/* an older mq's file is shorter (it ends at slot[]): a writer makes
+	   it longer; a reader maps what is there, and never looks past
+	   slot[] */
 	q->shm_len = sizeof *m;
 	if ((size_t)st.st_size < sizeof *m && q->shm_rw &&
 	    ftruncate(fd, sizeof *m) < 0)
@@ -310,11 +305,7 @@ sync_wal(struct sq *q, uint64_t upto)
 	if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) {
 		if (q->shm_rw && upto) {
 			sq_max_store(&q->shm->failed, upto);
-			ADD(&q->shm->gen_word[0], 1);
-			ADD(&q->shm->gen_word[1], 1);
 			ADD(&q->shm->sync_word, 1);
-			sq_futex_wake(&q->shm->gen_word[0]);
-			sq_futex_wake(&q->shm->gen_word[1]);
 			sq_futex_wake(&q->shm->sync_word);
 		}
 		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
@@ -325,34 +316,20 @@ sync_wal(struct sq *q, uint64_t upto)
 }
 
 /*
- * The leader's sync, covering every commit written when it begins.  Its
- * number (mod 256) and what it covers are one word, so that a waiter
- * reads both at once.  When it ends it wakes the waiters of its parity
- * (all of them: it covers each, see sq_durable), and one of the other's,
- * to lead the next sync; the other's word is bumped too, so that one
- * about to sleep on it looks again instead.  An older mq's waiters
- * sleep on sync_word: they are all woken, as that mq wakes them.
+ * The leader's sync, covering every commit written when it began; then
+ * every waiter looks again.  It clears its own mark only: a leader taken
+ * over as dead or hung may come back, and must not clear its
+ * successor's.
  */
 static uint64_t
-lead_sync(struct sq *q, uint32_t me, int took)
+lead_sync(struct sq *q, uint32_t me)
 {
 	struct sq_shm *m = q->shm;
 	uint64_t t = LOAD(&m->written);
-	unsigned k = (unsigned)(LOAD(&m->sync_at) + 1) & 0xff;
 
-	STORE(&m->sync_at, t << 8 | k);
 	sync_wal(q, t);
 	sq_max_store(&m->synced, t);
-	CAS(&m->leader, me, 0);	/* (a leader taken for dead may be back) */
-	ADD(&m->gen_word[k & 1], 1);
-	if (LOAD(&m->gen_waiters[k & 1]))
-		sq_futex_wake(&m->gen_word[k & 1]);
-	ADD(&m->gen_word[~k & 1], 1);
-	/* after a leader taken for dead, who waits for what is unsure */
-	if (took && LOAD(&m->gen_waiters[~k & 1]))
-		sq_futex_wake(&m->gen_word[~k & 1]);
-	else if (LOAD(&m->gen_waiters[~k & 1]))
-		sq_futex_wake_one(&m->gen_word[~k & 1]);
+	CAS(&m->leader, me, 0);
 	ADD(&m->sync_word, 1);
 	if (LOAD(&m->sync_waiters))
 		sq_futex_wake(&m->sync_word);
@@ -365,23 +342,21 @@ lead_sync(struct sq *q, uint32_t me, int took)
  * own, begun after its read; a writer (target: its own commit) needs
  * synced to pass it.
  *
- * One leader syncs at a time, for every commit written when it began.
- * The others sleep until the sync that covers them ends: the one under
- * way (sync_at says what it covers), or else the next, whose leader the
- * end of this one wakes.  So a waiter sleeps once, not once a sync, and
- * no sync wakes those it leaves waiting.  Each looks again every 100 ms,
- * and leads in place of a leader that died (or of an older mq's, which
- * wakes only sync_word's sleepers).
+ * One leader syncs at a time, for every commit written when it began;
+ * the others sleep until a sync ends, and look again.  Each looks every
+ * 100 ms too: with no leader it tries to become it; a leader that died,
+ * or has synced for 2 s, is taken over by one of them (a CAS from its
+ * pid), so that two never sync in its place at once.
  */
 void
 sq_durable(struct sq *q, uint64_t target, int reader)
 {
 	static uint32_t me;
 	struct sq_shm *m = q->shm;
-	uint32_t none, w[2], ld;
-	uint64_t t, at;
+	uint32_t none, w, ld;
+	uint64_t t;
 	int64_t since = 0;
-	int x, l;
+	int l;
 
 	if (q->sync != SQ_GROUP || !m || target == 0)
 		return;
@@ -400,36 +375,30 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 		if (LOAD(&m->failed) >= target)
 			mq_die(MQ_EX_IOERR, "cannot sync %s-wal: another "
 			    "process's sync of it failed", q->base.path);
-		/* the words first: a sync that ends after this wakes us */
-		w[0] = LOAD(&m->gen_word[0]);
-		w[1] = LOAD(&m->gen_word[1]);
-		at = LOAD(&m->sync_at);
+		if (LOAD(&m->synced) >= target)
+			return;
+		w = LOAD(&m->sync_word);
 		if (LOAD(&m->synced) >= target)
 			return;
 		none = 0;
 		if (CAS(&m->leader, none, me)) {
-			t = lead_sync(q, me, 0);
+			t = lead_sync(q, me);
 			if (t >= target || reader)
 				return;
 			continue;
 		}
-		/* the sync begun last covers us (and has not ended: synced
-		   is below), or the next one will */
-		x = (int)((at & 0xff) + (target <= at >> 8 ? 0 : 1)) & 1;
-		ADD(&m->gen_waiters[x], 1);
-		l = sq_futex_wait(&m->gen_word[x], w[x], 100) < 0 &&
-		    errno == ETIMEDOUT;
-		ADD(&m->gen_waiters[x], -1);
+		ADD(&m->sync_waiters, 1);
+		l = sq_futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
+		ADD(&m->sync_waiters, -1);
 		if (l) {
-			/* no sync finished in 100ms: is the leader still there?
-			   (none: the CAS above; one taker of a dead one) */
+			/* no sync finished in 100ms: is the leader still there? */
 			ld = LOAD(&m->leader);
 			if (!since)
 				since = mq_now();
 			if (ld && ((kill((pid_t)ld, 0) < 0 && errno == ESRCH) ||
 			    mq_now() - since > 2000) && CAS(&m->leader, ld, me)) {
 				since = 0;
-				t = lead_sync(q, me, 1);
+				t = lead_sync(q, me);
 				if (t >= target || reader)
 					return;
 			}

@@ -35,7 +35,8 @@ struct sq_comb {
 /*
  * Version 2 ends at slot[]; comb_word[] and comb[] were added after it, so a file made by
  * an older mq is only made longer (zeroes: every slot free), and an
- * older mq maps the part it knows.
+ * older mq maps the part it knows.  A reader that may not write the
+ * file maps what is there (engine.c), and reads nothing past slot[].
  */
 struct sq_shm {
 	uint32_t	magic, version;
@@ -62,18 +63,6 @@ struct sq_shm {
 		uint32_t	wake;	/* bumped whenever state may change */
 	} comb_word[NCOMB];
 	struct sq_comb	comb[NCOMB];
-	/*
-	 * Added after comb[], as it was after slot[] (a writer makes an
-	 * older file longer; a reader that may not maps what is there, and
-	 * reads nothing past slot[]): a sync's waiters sleep on the word of
-	 * its number's parity (sq_durable, engine.c), so that a sync wakes
-	 * those it made durable and no others.
-	 */
-	uint64_t	sync_at;	/* the sync begun last: the commits it
-					   covers << 8 | its number & 0xff */
-	uint32_t	gen_word[2];	/* bumped as a sync of that parity
-					   ends, and as the one before it does */
-	uint32_t	gen_waiters[2];	/* asleep on gen_word[] */
 };
 
 /*
@@ -90,7 +79,6 @@ struct sq_shm {
 
 int	 sq_futex_wait(uint32_t *, uint32_t val, int64_t ms);
 void	 sq_futex_wake(uint32_t *);
-void	 sq_futex_wake_one(uint32_t *);
 void	 sq_max_store(uint64_t *, uint64_t);
 
 #endif
