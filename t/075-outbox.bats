@@ -39,6 +39,12 @@ has() {
 	bodies "$1" 2>/dev/null | grep -qx "$2"
 }
 
+# form TEXT: TEXT as PostgreSQL keeps it when it is not UTF-8: U+FFFF
+# and its bytes in hex.
+form() {
+	printf '\357\277\277%s' "$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')"
+}
+
 # app_is SQL VALUE: SQL's result on app.db is VALUE (for wait_for).
 app_is() {
 	[ "$(app "$1")" = "$2" ]
@@ -147,12 +153,14 @@ release_lock() {
 	run -0 sql "SELECT count(*), max(moved), max(rows) FROM outbox"
 	assert_output "1|3|3"
 	if [ -n "$PG" ]; then
-		# text is UTF-8 there: the path's other bytes as %XX, after a %
-		src="$(hostname):%$PWD/caf%E9 100%25/app.db"
+		# text is UTF-8 there: U+FFFF and the bytes in hex, as for a
+		# business id (mq(5))
+		src="$(hostname):$PWD/$d/app.db"
 		run -0 sql "SELECT source FROM outbox"
-		assert_output "$src"
+		assert_output "$(form "$src")"
 		run -0 sql "SELECT id FROM dedup ORDER BY off"
-		assert_output "$(printf '%s\n' "1@$src" "2@$src" "3@$src")"
+		assert_output "$(printf '%s\n' "$(form "1@$src")" \
+		    "$(form "2@$src")" "$(form "3@$src")")"
 	else
 		# SQLite keeps the bytes as they are
 		run -0 sql "SELECT hex(source) FROM outbox"

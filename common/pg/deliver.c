@@ -652,35 +652,6 @@ struct idem {
 static void idem_free(struct idem *, int);
 
 /*
- * A business id as the group's rows keep it: as it is when it is UTF-8
- * (text refuses anything else), else, and when it starts with the mark
- * itself, the mark and its bytes in hex; one for one, so two ids are
- * the same exactly when their forms are.  SQLite keeps the bytes.
- */
-#define BID_MARK	"\xef\xbf\xbf"	/* U+FFFF, not a character */
-
-static char *
-bid_form(char *bid)
-{
-	size_t n, i;
-	char *h;
-
-	if (!bid)
-		return NULL;
-	n = strlen(bid);
-	if (mq_utf8_valid((const unsigned char *)bid, n) &&
-	    strncmp(bid, BID_MARK, sizeof BID_MARK - 1))
-		return bid;
-	h = mq_alloc(sizeof BID_MARK + 2 * n);
-	memcpy(h, BID_MARK, sizeof BID_MARK - 1);
-	for (i = 0; i < n; i++)
-		snprintf(h + sizeof BID_MARK - 1 + 2 * i, 3, "%02x",
-		    (unsigned char)bid[i]);
-	free(bid);
-	return h;
-}
-
-/*
  * The business ids of the first n rows of r (the message's columns from
  * mc on, its dedup id at dc, the id its delivery row has at bc, -1:
  * none), and what the group knows of each, in one statement (one
@@ -704,7 +675,7 @@ idem_look(struct claimer *k, PGresult *r, int n, int mc, int dc, int bc)
 		else {
 			pg_msg_row(r, i, mc, &m);
 			if (m.body)
-				x[i].bid = bid_form(mq_business_id(k->g.idem,
+				x[i].bid = pg_text_form(mq_business_id(k->g.idem,
 				    &m, pg_null(r, i, dc) ? NULL :
 				    PQgetvalue(r, i, dc)));
 			mq_msg_free(&m);

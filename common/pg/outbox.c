@@ -13,7 +13,6 @@
  * - Each row goes through send() (send.sql), the function applications
  *   call in their own transactions: one way to append a single message.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,59 +130,24 @@ move(struct pgq *q, struct mq_outbox *o)
 	return pg_commit(q);
 }
 
-/*
- * Text as PostgreSQL keeps it (UTF-8), for an outbox's source and the
- * dedup id its rows get by default (HOST:/PATH and ID@HOST:/PATH, from
- * the file's path, which need not be UTF-8): NULL when s is UTF-8 (kept
- * as it is, as on SQLite); else a copy with a % before its first /, each
- * byte that is not part of a UTF-8 character as %XX and each % as %25.
- * A path starts with /, so no source of a UTF-8 path has that form, and
- * two paths never give the same.
- */
-static char *
-utf8_text(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s), i, len;
-	char *out, *o;
-	int slash = 0;
-
-	if (mq_utf8_valid(p, n))
-		return NULL;
-	o = out = mq_alloc(3 * n + 2);
-	for (i = 0; i < n; i += len) {
-		if (p[i] == '/' && !slash) {
-			*o++ = '%';
-			slash = 1;
-		}
-		if (p[i] == '%' || (len = mq_utf8_len(p + i, n - i)) == 0) {
-			o += sprintf(o, "%%%02X", p[i]);
-			len = 1;
-		} else {
-			memcpy(o, p + i, len);
-			o += len;
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
 int
 pg_outbox(struct mq *mq, struct mq_outbox *o)
 {
 	const char *source = o->source;
-	char *src = utf8_text(source), *id;
+	int utf8 = mq_utf8_valid((const unsigned char *)source, strlen(source));
+	char *src = pg_text_form(mq_strdup(source));
 	size_t i;
 	int rc;
 
-	if (src)
-		o->source = src;
-	/* (an id the row gave is UTF-8: one that is not is the default) */
-	for (i = 0; src && i < o->n; i++)
-		if (o->rows[i].r.dedup && (id = utf8_text(o->rows[i].r.dedup))) {
-			free((char *)o->rows[i].r.dedup);
-			o->rows[i].r.dedup = id;
-		}
+	/* the source's path need not be UTF-8, nor then the ids the rows
+	   get from it (an id a row gave is UTF-8: one that is not is such
+	   an id) */
+	o->source = src;
+	for (i = 0; !utf8 && i < o->n; i++)
+		if (o->rows[i].r.dedup && !mq_utf8_valid((const unsigned char *)
+		    o->rows[i].r.dedup, strlen(o->rows[i].r.dedup)))
+			o->rows[i].r.dedup =
+			    pg_text_form((char *)o->rows[i].r.dedup);
 	while ((rc = move(PGQ(mq), o)) == PG_RETRY)
 		;
 	o->source = source;

@@ -184,6 +184,37 @@ pg_int(struct pgq *q, int64_t v)
 }
 
 /*
+ * Text as PostgreSQL's text columns can keep it (they take UTF-8 only):
+ * s itself when it is UTF-8 and does not start with the mark; else the
+ * mark and s's bytes in hex, one for one, so that two texts are the same
+ * exactly when their forms are (mq(5): a business id; an outbox's source
+ * and its rows' own dedup ids).  SQLite keeps the bytes.  Takes s (from
+ * malloc) and returns it or its form.
+ */
+#define TEXT_MARK	"\xef\xbf\xbf"	/* U+FFFF, not a character */
+
+char *
+pg_text_form(char *s)
+{
+	size_t n, i;
+	char *h;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	if (mq_utf8_valid((const unsigned char *)s, n) &&
+	    strncmp(s, TEXT_MARK, sizeof TEXT_MARK - 1))
+		return s;
+	h = mq_alloc(sizeof TEXT_MARK + 2 * n);
+	memcpy(h, TEXT_MARK, sizeof TEXT_MARK - 1);
+	for (i = 0; i < n; i++)
+		snprintf(h + sizeof TEXT_MARK - 1 + 2 * i, 3, "%02x",
+		    (unsigned char)s[i]);
+	free(s);
+	return h;
+}
+
+/*
  * Waits until the server's WAL is flushed up to $1 (NULL: all it holds
  * now), as its synchronous_commit makes a commit wait: when it is not
  * yet, one transactional WAL record (a logical message) whose commit

@@ -127,6 +127,7 @@ char	*pg_str(PGresult *, int row, int col);
 void	 pg_copy(PGresult *, int row, int col, char *buf, size_t len);
 int	 pg_null(PGresult *, int row, int col);
 unsigned char *pg_bytes(PGresult *, int row, int col, size_t *len);
+char	*pg_text_form(char *);
 int	 pg_begin(struct pgq *);
 int	 pg_commit(struct pgq *);
 int	 pg_commit_seen(struct pgq *, int shows);

@@ -133,11 +133,12 @@ sq_engine_open(struct sq *q)
 	   it longer; a reader maps what is there, and never looks past
 	   slot[] */
 	q->shm_len = sizeof *m;
-	if ((size_t)st.st_size < sizeof *m && q->shm_rw &&
-	    ftruncate(fd, sizeof *m) < 0)
-		goto close;
-	if ((size_t)st.st_size < sizeof *m && !q->shm_rw)
-		q->shm_len = (size_t)st.st_size;
+	if ((size_t)st.st_size < sizeof *m) {
+		if (!q->shm_rw)
+			q->shm_len = (size_t)st.st_size;
+		else if (ftruncate(fd, sizeof *m) < 0)
+			goto close;
+	}
 	if (q->shm_len < offsetof(struct sq_shm, comb_word))
 		goto close;
 	m = mmap(NULL, q->shm_len, PROT_READ | (q->shm_rw ? PROT_WRITE : 0),
