@@ -40,10 +40,10 @@ LIBSRC = common/err.c common/parse.c common/cli.c common/sig.c common/host.c \
 	common/sqlite/outbox.c common/sqlite/appdb.c
 PGSRC = common/pg/pg.c common/pg/topic.c common/pg/deliver.c \
 	common/pg/log.c common/pg/wait.c common/pg/mark.c common/pg/outbox.c \
-	common/pg/pq.c
+	common/pg/combine.c common/pg/pq.c
 LIBOBJ = $(LIBSRC:common/%.c=$(B)/%.o)
 PGOBJ = $(PGSRC:common/%.c=$(B)/%.o)
-HDRS = common/mq.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
+HDRS = common/mq.h common/atomic.h common/backend.h common/sqlite/sq.h common/sqlite/shm.h
 BINS = $(PROGS:%=$(B)/%)
 MAN1 = $(PROGS:%=man/%.1)
 

@@ -2,15 +2,21 @@
  * host.c: who and where this process is, and whether another process of
  * this host still runs.  A consumer is known by host name, boot id, pid
  * and the pid's start time, so neither a reboot nor a reused pid makes a
- * dead consumer look alive.
+ * dead consumer look alive.  And how its processes wake each other: a
+ * futex in a file they all map (atomic.h).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "mq.h"
 
 const char *
@@ -289,4 +295,20 @@ mq_busy_timeout(void)
 		mq_die(MQ_EX_USAGE, "invalid MQ_BUSY_TIMEOUT '%s': want a "
 		    "duration such as 5s", env);
 	return ms;
+}
+
+int
+mq_futex_wait(uint32_t *w, uint32_t val, int64_t ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = ms % 1000 * 1000000;
+	return (int)syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void
+mq_futex_wake(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }

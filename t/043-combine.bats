@@ -42,15 +42,6 @@ queue_held() {
 	! flock -n "$MQ_DB-mq" true
 }
 
-# stored OUT BODY: the offset in file OUT holds BODY.
-stored() {
-	local off
-	off=$(cat "$1")
-	[[ $off =~ ^[0-9]+$ ]] || fail "$1: not an offset: '$off'"
-	run -0 sql "SELECT $(txt body) FROM msg WHERE off = $off"
-	assert_output "$2"
-}
-
 @test "producers that find the queue held leave their messages in slots: the next holder appends all of them in one commit" {
 	export MQ_BUSY_TIMEOUT=120s
 	mq-send -q t first
@@ -68,7 +59,7 @@ stored() {
 	for k in 1 2 3 4; do
 		finish "${pids[k - 1]}" 60
 		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
-		stored "out.$k" "m$k"
+		holds "out.$k" "m$k"
 	done
 	# one commit for the four: the first to get the queue took the others
 	assert_equal "$(u64 24)" $((w0 + 1))
@@ -127,7 +118,7 @@ stored() {
 	for k in 1 2 3; do
 		finish "${pids[k - 1]}" 60
 		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
-		stored "out.$k" "m$k"
+		holds "out.$k" "m$k"
 	done
 	# taken three times by the dead one, then twice (and once sent by
 	# its own) by the owner that found it dead
@@ -160,7 +151,7 @@ sends_past_leader() {
 	for k in 1 2 3; do
 		finish "${pids[k - 1]}" 60
 		[ "$ST" = 0 ] || fail "mq-send m$k exited $ST: $(cat "out.$k")"
-		stored "out.$k" "m$k"
+		holds "out.$k" "m$k"
 	done
 	# the one that took its place is done: nobody leads
 	assert_equal "$(u32 12)" 0

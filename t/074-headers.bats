@@ -238,9 +238,9 @@ offsets() {
 	local older
 	older=$(undo_step10)
 	if [ -n "$PG" ]; then
-		sql "$(undo_pg_step8) $older
+		sql "$(undo_pg_step9) $(undo_pg_step8) $older
 		    UPDATE mq_meta SET value = '6' WHERE key = 'version'"
-		want=8
+		want=9
 		version="SELECT value FROM mq_meta WHERE key = 'version'"
 	else
 		sql "$older PRAGMA user_version = 9"

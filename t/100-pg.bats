@@ -79,7 +79,7 @@ ack_held() {
 	assert_output 1
 	run -0 sql "SELECT value FROM mq_meta WHERE key IN ('app', 'version')
 	    ORDER BY key"
-	assert_output $'mq\n8'
+	assert_output $'mq\n9'
 	# readers do not make it
 	PG_SCHEMA=empty_$PG_SCHEMA
 	export MQ_DB
@@ -100,8 +100,8 @@ ack_held() {
 	# as version 1 left it: no grp.settled_ts, no paused_until, no
 	# grp.timeout, no grp.cancelled, no time to live, no headers, no
 	# outbox nor send(), no lease nor acks (acks in history, the view
-	# events over history and delivery alone)
-	sql "$(undo_pg_step8)
+	# events over history and delivery alone), no combined
+	sql "$(undo_pg_step9) $(undo_pg_step8)
 	    DROP FUNCTION send(text, bytea, text, interval,
 	    timestamptz, text, interval); DROP FUNCTION send(text, text, text,
 	    interval, timestamptz, text, interval);
@@ -121,10 +121,12 @@ ack_held() {
 	jtrue --argjson ts "$acked" '.group == "g" and .last_settle_ms == $ts' <<<"${lines[0]}"
 	jtrue '.group == "h" and .last_settle_ms == null' <<<"${lines[1]}"
 	run -0 sql "SELECT value FROM mq_meta WHERE key = 'version'"
-	assert_output 8
+	assert_output 9
 	run -0 sql 'SELECT count(*) FROM grp WHERE timeout IS NULL AND cancelled = 0 AND lapsed = 0'
 	assert_output 2
 	run -0 sql "SELECT count(*) FROM outbox"
+	assert_output 0
+	run -0 sql "SELECT count(*) FROM combined"
 	assert_output 0
 	run -0 sql "BEGIN; SELECT send('t', 'three'); ROLLBACK"
 	assert_output 3

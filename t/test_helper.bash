@@ -144,6 +144,12 @@ shim() {
 	echo "$so"
 }
 
+# undo_pg_step9: SQL that takes away what the PostgreSQL schema step to
+# version 9 adds (table combined, common/pg/combine.c).
+undo_pg_step9() {
+	echo 'DROP TABLE combined;'
+}
+
 # undo_pg_step8: SQL that takes away what the PostgreSQL schema step to
 # version 8 adds (runs of lease and their acks, common/pg/lease.sql): the
 # acks become history rows, the view events reads history and delivery
@@ -191,6 +197,16 @@ txt() {
 	else
 		echo "CAST($1 AS TEXT)"
 	fi
+}
+
+# holds OUT BODY: the offset in file OUT (an mq-send's output) holds
+# BODY.
+holds() {
+	local off
+	off=$(cat "$1")
+	[[ $off =~ ^[0-9]+$ ]] || fail "$1: not an offset: '$off'"
+	run -0 sql "SELECT $(txt body) FROM msg WHERE off = $off"
+	assert_output "$2"
 }
 
 # no_db: the database was not created: no file, or no mq tables in the

@@ -263,14 +263,15 @@ bytea_array(const struct mq_rec *rec, size_t n, int *len)
  * which commits as it ends: the topic's row is updated first, so it stays
  * locked (offsets taken in commit order) until the commit.  0 when done;
  * 1 when the slow way must do it (no such topic yet, or a body over its
- * max-size, which it reports).
+ * max-size, which it reports).  A batch a producer appends for others
+ * (combine.c) also says so in table combined, in the same transaction.
  */
-static int
-append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
+int
+pg_append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
     size_t n, struct mq_sent *out)
 {
-	const char *v[11];
-	int len[11] = { 0 }, fmt[11] = { 0 };
+	const char *v[13];
+	int len[13] = { 0 }, fmt[13] = { 0 };
 	char *bodies, chan[64];
 	int64_t now = pg_now(), bytes = 0, big = 0, first;
 	PGresult *r;
@@ -302,6 +303,8 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	v[8] = q->async ? chan : NULL;	/* else the flush tells them */
 	v[9] = a->ttl ? pg_int(q, a->ttl) : NULL;
 	v[10] = a->headers;
+	v[11] = q->comb_batch ? pg_int(q, q->comb_token) : NULL;
+	v[12] = q->comb_batch ? pg_int(q, q->comb_seq) : NULL;
 	r = pg_run_flush(q, "WITH t AS (UPDATE topic SET next_off = next_off + $3, "
 	    "msgs = msgs + $3, bytes = bytes + $4, last_ts = greatest(last_ts, "
 	    "$5) WHERE name = $1 AND max_size >= $6 RETURNING id, "
@@ -310,11 +313,15 @@ append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "t.id, t.first + u.o - 1, t.ts, greatest(t.ts, $7::bigint), $8, "
 	    "u.b, t.ts + coalesce($10::bigint, t.ttl), $11 FROM t, "
 	    "unnest($2::bytea[]) "
-	    "WITH ORDINALITY AS u(b, o)) SELECT first, CASE WHEN $9::text IS "
-	    "NOT NULL THEN pg_notify($9 || id, '') END, "
+	    "WITH ORDINALITY AS u(b, o)), c AS (INSERT INTO combined (token, "
+	    "seq, topic, first, ts) SELECT $12, $13, id, first, ts FROM t "
+	    "WHERE $12::bigint IS NOT NULL ON CONFLICT (token) DO UPDATE SET "
+	    "seq = excluded.seq, topic = excluded.topic, first = "
+	    "excluded.first, ts = excluded.ts) SELECT first, CASE WHEN "
+	    "$9::text IS NOT NULL THEN pg_notify($9 || id, '') END, "
 	    "set_config('synchronous_commit', 'off', true), "
 	    "set_config('mq.end', id || ' ' || (first + $3), false) FROM t",
-	    11,
+	    13,
 	    v, len, fmt, a->topic, "cannot store messages");
 	free(bodies);
 	if (!r)
@@ -338,7 +345,9 @@ pg_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 {
 	int rc;
 
-	while ((rc = append_fast(PGQ(mq), a, r, n, out)) == PG_RETRY)
+	if ((rc = pg_comb_append(PGQ(mq), a, r, n, out)) == 0)
+		return 0;
+	while ((rc = pg_append_fast(PGQ(mq), a, r, n, out)) == PG_RETRY)
 		;
 	if (rc == 0)
 		return 0;

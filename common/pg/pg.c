@@ -960,6 +960,9 @@ static const char *migrations[] = {
 	"off bigint NOT NULL, ts bigint NOT NULL, PRIMARY KEY (grp, bid))",
 	/* 7 -> 8: runs of leases (lease.sql) */
 	pg_lease_sql,
+	/* 8 -> 9: batches appended for other producers (combine.c) */
+	"CREATE TABLE combined (token bigint PRIMARY KEY, seq bigint NOT NULL, "
+	"topic bigint NOT NULL, first bigint NOT NULL, ts bigint NOT NULL)",
 };
 _Static_assert(sizeof migrations / sizeof *migrations ==
     PG_SCHEMA_VERSION - 1, "one migration step per schema version");

@@ -7,7 +7,8 @@
  * deliver.c (append, claim, settle, consumer liveness), mark.c (cancel,
  * delay), outbox.c (moving an outbox's rows, through send.sql's
  * send()), log.c (reading, moving, redriving, tracing, purging), wait.c
- * (LISTEN/NOTIFY), pq.c (loading libpq: every PQ... call goes through
+ * (LISTEN/NOTIFY), combine.c (producers of one host sharing appends),
+ * pq.c (loading libpq: every PQ... call goes through
  * pq.h's pointers).
  *
  * Every operation is one transaction (READ COMMITTED) that locks rows in
@@ -76,6 +77,11 @@ struct pgq {
 		struct mq_group	 g;
 	}		 claimed[MQ_LANES_MAX];
 	int		 nclaimed;
+	/* combine.c: this session as a holder that appends for others */
+	int64_t		 comb_token;	/* random; 0 until it first holds */
+	int64_t		 comb_seq;	/* its batches */
+	int64_t		 comb_bpid, comb_bstart;	/* its server process */
+	int		 comb_batch;	/* the append writes combined */
 };
 
 #define PGQ(q)	((struct pgq *)(q))
@@ -180,7 +186,13 @@ void	 pg_arr_free(struct pg_arr *);
 int64_t	 pg_durable_below(struct pgq *, int64_t topic);
 void	 pg_heard_durable(struct pgq *, int64_t topic, int64_t below);
 
+/* combine.c */
+int	 pg_comb_append(struct pgq *, struct mq_append *,
+	    const struct mq_rec *, size_t, struct mq_sent *);
+
 /* deliver.c */
+int	 pg_append_fast(struct pgq *, struct mq_append *,
+	    const struct mq_rec *, size_t, struct mq_sent *);
 int	 pg_history(struct pgq *, int64_t grp, int64_t off, int attempt,
 	    const char *event, const char *reason, int64_t since,
 	    const char *dhost, int64_t dpid);

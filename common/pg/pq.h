@@ -21,6 +21,7 @@
 	    const char *const *, int)) \
 	X(int, PQconnectionNeedsPassword, (const PGconn *)) \
 	X(int, PQconsumeInput, (PGconn *)) \
+	X(char *, PQdb, (const PGconn *)) \
 	X(int, PQenterPipelineMode, (PGconn *)) \
 	X(char *, PQerrorMessage, (const PGconn *)) \
 	X(PGresult *, PQexec, (PGconn *, const char *)) \
@@ -32,11 +33,13 @@
 	X(PGresult *, PQgetResult, (PGconn *)) \
 	X(int, PQgetisnull, (const PGresult *, int, int)) \
 	X(int, PQgetlength, (const PGresult *, int, int)) \
+	X(char *, PQhost, (const PGconn *)) \
 	X(char *, PQgetvalue, (const PGresult *, int, int)) \
 	X(PGresult *, PQmakeEmptyPGresult, (PGconn *, ExecStatusType)) \
 	X(PGnotify *, PQnotifies, (PGconn *)) \
 	X(int, PQntuples, (const PGresult *)) \
 	X(int, PQpipelineSync, (PGconn *)) \
+	X(char *, PQport, (const PGconn *)) \
 	X(void, PQreset, (PGconn *)) \
 	X(char *, PQresultErrorField, (const PGresult *, int)) \
 	X(char *, PQresultErrorMessage, (const PGresult *)) \
@@ -52,7 +55,8 @@
 	    void *)) \
 	X(int, PQsocket, (const PGconn *)) \
 	X(ConnStatusType, PQstatus, (const PGconn *)) \
-	X(unsigned char *, PQunescapeBytea, (const unsigned char *, size_t *))
+	X(unsigned char *, PQunescapeBytea, (const unsigned char *, size_t *)) \
+	X(char *, PQuser, (const PGconn *))
 
 /* (name is only pasted or quoted, never expanded: an X may follow the
    defines, as in pq.c) */
@@ -65,6 +69,7 @@ PQ_FUNCS
 #define PQconnectdbParams	pq_PQconnectdbParams
 #define PQconnectionNeedsPassword pq_PQconnectionNeedsPassword
 #define PQconsumeInput		pq_PQconsumeInput
+#define PQdb			pq_PQdb
 #define PQenterPipelineMode	pq_PQenterPipelineMode
 #define PQerrorMessage		pq_PQerrorMessage
 #define PQexec			pq_PQexec
@@ -75,11 +80,13 @@ PQ_FUNCS
 #define PQgetResult		pq_PQgetResult
 #define PQgetisnull		pq_PQgetisnull
 #define PQgetlength		pq_PQgetlength
+#define PQhost			pq_PQhost
 #define PQgetvalue		pq_PQgetvalue
 #define PQmakeEmptyPGresult	pq_PQmakeEmptyPGresult
 #define PQnotifies		pq_PQnotifies
 #define PQntuples		pq_PQntuples
 #define PQpipelineSync		pq_PQpipelineSync
+#define PQport			pq_PQport
 #define PQreset			pq_PQreset
 #define PQresultErrorField	pq_PQresultErrorField
 #define PQresultErrorMessage	pq_PQresultErrorMessage
@@ -92,5 +99,6 @@ PQ_FUNCS
 #define PQsocket		pq_PQsocket
 #define PQstatus		pq_PQstatus
 #define PQunescapeBytea		pq_PQunescapeBytea
+#define PQuser			pq_PQuser
 
 #endif

@@ -4,7 +4,7 @@
 -- by the build).  Newer versions are migrated by steps in common/pg/pg.c;
 -- a database whose mq_meta says a newer version is refused.
 --
--- version: 8
+-- version: 9
 --
 -- The same tables as the SQLite schema (../../schema.sql, see mq(5)),
 -- with PostgreSQL's types.  Times are milliseconds since the Unix epoch.
@@ -165,5 +165,17 @@ CREATE TABLE outbox (
 	source		text PRIMARY KEY,
 	moved		bigint NOT NULL,
 	rows		bigint NOT NULL DEFAULT 0,
+	ts		bigint NOT NULL
+);
+
+-- Since version 9: the last batch each mq-send appended for other
+-- producers of its host (combine.c), so that they can tell, if it died,
+-- whether that batch was committed: one row per combining session,
+-- written by the append itself.
+CREATE TABLE combined (
+	token		bigint PRIMARY KEY,	-- the session's, random
+	seq		bigint NOT NULL,	-- its batches, counted
+	topic		bigint NOT NULL,
+	first		bigint NOT NULL,	-- the batch's first offset
 	ts		bigint NOT NULL
 );

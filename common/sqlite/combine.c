@@ -97,7 +97,7 @@ set_state(struct sq *q, int i, uint32_t state)
 
 	STORE(state_of(q, i), state);
 	ADD(w, 1);
-	sq_futex_wake(w);
+	mq_futex_wake(w);
 }
 
 /* From one state to another, if it is still the one: 1 if so. */
@@ -234,7 +234,7 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 			q->queue_since = start;	/* the busy timeout runs on */
 			return 0;
 		}
-		sq_futex_wait(&q->shm->comb_word[i].wake, w, COMB_LOOK_MS);
+		mq_futex_wait(&q->shm->comb_word[i].wake, w, COMB_LOOK_MS);
 	}
 }
 
@@ -353,6 +353,6 @@ sq_comb_left(struct sq *q)
 		if (LOAD(state_of(q, i)) == COMB_READY) {
 			w = &q->shm->comb_word[i].wake;
 			ADD(w, 1);
-			sq_futex_wake(w);
+			mq_futex_wake(w);
 		}
 }

@@ -67,22 +67,6 @@
 #define CKPT_FRAMES	1000
 #define RO_LOOK_MS	50	/* a sleeper that cannot count itself */
 
-int
-sq_futex_wait(uint32_t *w, uint32_t val, int64_t ms)
-{
-	struct timespec ts;
-
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = ms % 1000 * 1000000;
-	return (int)syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
-}
-
-void
-sq_futex_wake(uint32_t *w)
-{
-	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 void
 sq_max_store(uint64_t *p, uint64_t v)
 {
@@ -307,7 +291,7 @@ sync_wal(struct sq *q, uint64_t upto)
 		if (q->shm_rw && upto) {
 			sq_max_store(&q->shm->failed, upto);
 			ADD(&q->shm->sync_word, 1);
-			sq_futex_wake(&q->shm->sync_word);
+			mq_futex_wake(&q->shm->sync_word);
 		}
 		mq_die(MQ_EX_IOERR, "cannot sync %s-wal: %s", q->base.path,
 		    sqlite3_errstr(rc));
@@ -333,7 +317,7 @@ lead_sync(struct sq *q, uint32_t me)
 	CAS(&m->leader, me, 0);
 	ADD(&m->sync_word, 1);
 	if (LOAD(&m->sync_waiters))
-		sq_futex_wake(&m->sync_word);
+		mq_futex_wake(&m->sync_word);
 	return t;
 }
 
@@ -389,7 +373,7 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 			continue;
 		}
 		ADD(&m->sync_waiters, 1);
-		l = sq_futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
+		l = mq_futex_wait(&m->sync_word, w, 100) < 0 && errno == ETIMEDOUT;
 		ADD(&m->sync_waiters, -1);
 		if (l) {
 			/* no sync finished in 100ms: is the leader still there? */
@@ -457,7 +441,7 @@ sq_wake(struct sq *q, int64_t topic)
 	seq = slot_of(q, topic, &waiters);
 	ADD(seq, 1);
 	if (LOAD(waiters))
-		sq_futex_wake(seq);
+		mq_futex_wake(seq);
 }
 
 /* The word a follower of topic sleeps on; NULL without the -mq file. */
@@ -521,7 +505,7 @@ sq_slot_wait(struct sq *q, int n, const int64_t *topic, uint32_t *const *slot,
 		ADD(waiters, 1);
 	}
 	if (n == 1 || (futex_waitv(slot, seen, n, ms) < 0 && errno == ENOSYS))
-		sq_futex_wait(slot[0], seen[0], n == 1 || ms < RO_LOOK_MS ?
+		mq_futex_wait(slot[0], seen[0], n == 1 || ms < RO_LOOK_MS ?
 		    ms : RO_LOOK_MS);
 	for (i = 0; i < n && q->shm_rw; i++) {
 		slot_of(q, topic[i], &waiters);

@@ -1,12 +1,13 @@
 /*
- * shm.h: the layout of the -mq file (engine.c, combine.c) and the
- * atomics and futexes that work on it.  Private to common/sqlite/.
+ * shm.h: the layout of the -mq file (engine.c, combine.c), worked on
+ * with ../atomic.h's atomics and futexes.  Private to common/sqlite/.
  */
 #ifndef MQ_SHM_H
 #define MQ_SHM_H
 
 #include <stdint.h>
 
+#include "../atomic.h"
 #include "../mq.h"
 
 #define SHM_MAGIC	0x6d712d6dU	/* "mq-m" */
@@ -65,20 +66,6 @@ struct sq_shm {
 	struct sq_comb	comb[NCOMB];
 };
 
-/*
- * Sequentially consistent throughout: a sleeper counts itself and then
- * checks the word; a waker bumps the word and then checks the count.
- * Each pair is a store then a load of another place, which only a full
- * order keeps from passing each other.
- */
-#define LOAD(p)		__atomic_load_n((p), __ATOMIC_SEQ_CST)
-#define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
-#define ADD(p, v)	__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
-#define CAS(p, o, n)	__atomic_compare_exchange_n((p), &(o), (n), 0, \
-			    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
-
-int	 sq_futex_wait(uint32_t *, uint32_t val, int64_t ms);
-void	 sq_futex_wake(uint32_t *);
 void	 sq_max_store(uint64_t *, uint64_t);
 
 #endif
