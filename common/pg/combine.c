@@ -14,8 +14,9 @@
  * used only when it is the user's and nobody else may enter it), file
  * pg-HASH, named by what it is for: the server as the connection reached
  * it (host, port), the database, the user, the installation (its
- * lockspace) and the topic; that text is written in the file too, and a
- * file that says anything else is not used.  Its flock is the combining
+ * lockspace), the topic and this boot (no slot outlives a reboot); that
+ * text is written in the file too, and a file that says anything else is
+ * not used.  Its flock is the combining
  * lock: the holder appends.  Whatever cannot be used (no such directory,
  * someone else's) only means no combining.
  *
@@ -32,13 +33,17 @@
  * or READY again; FREE once the owner has read it.  Rules:
  * - The holder keeps the lock until it has settled every slot it took,
  *   so a TAKEN slot that the next holder sees was taken by one that
- *   died.  Its transaction may have been committed, or may still commit
- *   on the server after its client is gone: the next holder waits until
- *   the dead one's server process has ended (pg_stat_activity, by pid
- *   and start), then reads table combined, which the append writes in
- *   its own transaction: the token's batch number there says whether
- *   the batch was committed, and its first offset.  It flushes what was,
- *   and gives the rest back (READY) before it appends anything.
+ *   died.  Its append may have been committed, or may still be, later:
+ *   the server runs what a client sent before it died.  So each batch
+ *   that carries others' messages writes, in its own transaction, its
+ *   number in its session's row of table combined (token: the session's,
+ *   random), and only if the row's number is lower, else it fails (and
+ *   is rolled back).  The next holder settles a dead one's batch by
+ *   writing that number there itself, on the same terms: if it can, the
+ *   batch was not committed and never will be (its slots are READY
+ *   again); if it cannot, the batch was committed, from the offset the
+ *   row says: it flushes it and marks its slots DONE.  Before anything
+ *   else, and nobody waits for the dead one's server process.
  * - An owner sleeps with a short limit and, whenever it wakes with its
  *   slot not settled, tries the lock: getting it means nobody appends,
  *   so it settles dead takers' slots and takes its own back to append
@@ -70,7 +75,6 @@
 #define PC_BODY		4000		/* longer ones go the ordinary way */
 #define PC_FOR		1024		/* the file's text of what it is for */
 #define PC_LOOK_MS	20		/* an owner's sleep before it looks */
-#define PC_GONE_MS	5		/* between looks for a dead session */
 #define PC_KEEP_MS	86400000	/* rows of combined older go */
 
 enum { PC_FREE, PC_FILLING, PC_READY, PC_TAKEN, PC_DONE, PC_REFUSED };
@@ -78,8 +82,9 @@ enum { PC_FREE, PC_FILLING, PC_READY, PC_TAKEN, PC_DONE, PC_REFUSED };
 struct pc_slot {
 	uint32_t	owner;		/* pid */
 	uint32_t	len, haskey, idx;	/* idx: its place in the batch */
-	int64_t		token, seq;	/* the taker's session, batch */
-	int64_t		bpid, bstart;	/* the taker's server process */
+	int64_t		token, seq;	/* the taker's session (written
+					   last: 0 until the rest is) and
+					   batch */
 	int64_t		off;
 	char		key[PC_KEY + 1];
 	char		body[PC_BODY];
@@ -100,8 +105,8 @@ _Static_assert(offsetof(struct pc_file, word) == 1032, "states moved");
 
 /* This process's file, of the last topic it sent to. */
 static struct {
-	char		 topic[MQ_NAME_MAX + 1];
-	struct pc_file	*f;		/* NULL: none for this topic */
+	char		 what[PC_FOR];	/* what it is for: "" none yet */
+	struct pc_file	*f;		/* NULL: none for this */
 	int		 fd;
 } pc = { .fd = -1 };
 
@@ -159,53 +164,53 @@ nz(const char *s)
 	return s ? s : "";
 }
 
-/* The directory mq-UID of TMPDIR, made if need be: 0 if it is usable. */
+/* The directory mq-UID of TMPDIR, made if need be: its descriptor if it
+   is the user's alone, else -1. */
 static int
-rundir(char *buf, size_t len)
+rundir(void)
 {
 	const char *tmp = getenv("TMPDIR");
+	char path[PATH_MAX];
 	struct stat st;
-	int n;
+	int n, fd;
 
 	if (!tmp || *tmp != '/')
 		tmp = "/tmp";
-	n = snprintf(buf, len, "%s/mq-%u", tmp, (unsigned)geteuid());
-	if (n < 0 || (size_t)n >= len)
+	n = snprintf(path, sizeof path, "%s/mq-%u", tmp, (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= sizeof path ||
+	    (mkdir(path, 0700) < 0 && errno != EEXIST) ||
+	    (fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	    O_CLOEXEC)) < 0)
 		return -1;
-	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		close(fd);
 		return -1;
-	if (lstat(buf, &st) < 0 || !S_ISDIR(st.st_mode) ||
-	    st.st_uid != geteuid() || (st.st_mode & 077))
-		return -1;
-	return 0;
+	}
+	return fd;
 }
 
-/* Maps the file for topic, made if need be; NULL if it cannot be used. */
+/* Maps the file for what, made if need be; NULL if it cannot be used. */
 static struct pc_file *
-pc_map(struct pgq *q, const char *topic)
+pc_map(const char *what)
 {
-	char what[PC_FOR], path[PATH_MAX];
+	char name[40];
 	struct pc_file *f;
 	struct stat st;
-	size_t dl;
-	int n, fd;
+	int fd, dir;
 
-	n = snprintf(what, sizeof what, "host=%s port=%s dbname=%s user=%s "
-	    "lockspace=%lld topic=%s", nz(PQhost(q->conn)),
-	    nz(PQport(q->conn)), nz(PQdb(q->conn)), nz(PQuser(q->conn)),
-	    (long long)q->lockspace, topic);
-	if (n < 0 || (size_t)n >= sizeof what || rundir(path, sizeof path) < 0)
+	if ((dir = rundir()) < 0)
 		return NULL;
-	dl = strlen(path);
-	n = snprintf(path + dl, sizeof path - dl, "/pg-%016llx%016llx",
+	snprintf(name, sizeof name, "pg-%016llx%016llx",
 	    (unsigned long long)fnv(what, 14695981039346656037ULL),
 	    (unsigned long long)fnv(what, 1099511628211ULL));
-	if (n < 0 || (size_t)n >= sizeof path - dl)
+	fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	    0600);
+	close(dir);
+	if (fd < 0)
 		return NULL;
-	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-	    0600)) < 0)
-		return NULL;
-	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid() || (st.st_mode & 077) ||
 	    (st.st_size < (off_t)sizeof *f &&
 	    ftruncate(fd, (off_t)sizeof *f) < 0) ||
 	    (f = mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -222,7 +227,7 @@ pc_map(struct pgq *q, const char *topic)
 		flock(fd, LOCK_UN);
 	}
 	if (LOAD(&f->magic) != PC_MAGIC || f->version != PC_VERSION ||
-	    strncmp(f->what, what, sizeof what)) {
+	    strncmp(f->what, what, sizeof f->what)) {
 		munmap(f, sizeof *f);
 		close(fd);
 		return NULL;
@@ -231,19 +236,29 @@ pc_map(struct pgq *q, const char *topic)
 	return f;
 }
 
-/* The file for topic, mapped once per topic in a row: 1 if there is one. */
+/* The file for topic, mapped once for each in a row: 1 if there is one. */
 static int
 pc_attach(struct pgq *q, const char *topic)
 {
-	if (pc.topic[0] && !strcmp(pc.topic, topic))
+	char what[PC_FOR], boot[64];
+	int n;
+
+	mq_boot_id(boot, sizeof boot);
+	n = snprintf(what, sizeof what, "host=%s port=%s dbname=%s user=%s "
+	    "lockspace=%lld topic=%s boot=%s", nz(PQhost(q->conn)),
+	    nz(PQport(q->conn)), nz(PQdb(q->conn)), nz(PQuser(q->conn)),
+	    (long long)q->lockspace, topic, boot);
+	if (n < 0 || (size_t)n >= sizeof what)
+		return 0;
+	if (!strcmp(pc.what, what))
 		return pc.f != NULL;
 	if (pc.f) {
 		munmap(pc.f, sizeof *pc.f);
 		close(pc.fd);
 		pc.fd = -1;
 	}
-	snprintf(pc.topic, sizeof pc.topic, "%s", topic);
-	pc.f = pc_map(q, topic);
+	memcpy(pc.what, what, (size_t)n + 1);
+	pc.f = pc_map(what);
 	return pc.f != NULL;
 }
 
@@ -265,8 +280,8 @@ slot_get(void)
 		s = &pc.f->slot[i];
 		st = LOAD(state_of(i));
 		o = LOAD(&s->owner);
-		if ((st == PC_FILLING || st == PC_DONE || st == PC_REFUSED) &&
-		    dead(o) && CAS(&s->owner, o, me())) {
+		if ((st == PC_FILLING || st == PC_READY || st == PC_DONE ||
+		    st == PC_REFUSED) && dead(o) && CAS(&s->owner, o, me())) {
 			STORE(state_of(i), PC_FILLING);
 			return i;
 		}
@@ -277,7 +292,10 @@ slot_get(void)
 static void
 slot_free(int i)
 {
-	STORE(&pc.f->slot[i].owner, 0);
+	struct pc_slot *s = &pc.f->slot[i];
+
+	memset(s->body, 0, s->len <= PC_BODY ? s->len : PC_BODY);
+	STORE(&s->owner, 0);
 	STORE(state_of(i), PC_FREE);
 }
 
@@ -294,101 +312,54 @@ pc_leave(void)
 }
 
 /*
- * This session's token, server process and its start, for the slots it
- * takes; asked once (and rows of combined a day old deleted, whoever's
- * they were).  0, or PG_RETRY.
- */
-static int
-session(struct pgq *q)
-{
-	PGresult *r;
-
-	if (q->comb_token)
-		return 0;
-	TRY(r, pg_q(q, "cannot append", "WITH d AS (DELETE FROM combined "
-	    "WHERE ts < $1) SELECT pid, (extract(epoch FROM backend_start) * "
-	    "1000000)::bigint FROM pg_stat_activity WHERE pid = "
-	    "pg_backend_pid()", 1, pg_int(q, pg_now() - PC_KEEP_MS)));
-	if (PQntuples(r) == 1) {
-		q->comb_bpid = pg_get(r, 0, 0);
-		q->comb_bstart = pg_get(r, 0, 1);
-		while (!q->comb_token)
-			q->comb_token = (int64_t)((uint64_t)mq_token() << 31 ^
-			    mq_token()) & INT64_MAX;
-	}
-	PQclear(r);
-	return q->comb_token ? 0 : -1;
-}
-
-/*
- * Waits until a dead producer's server process has ended (its last
- * transaction is then committed or not, for good).  0, or PG_RETRY.
- */
-static int
-gone(struct pgq *q, int64_t bpid, int64_t bstart)
-{
-	PGresult *r;
-	int64_t start = mq_now(), n;
-
-	for (;;) {
-		TRY(r, pg_q(q, "cannot read sessions", "SELECT count(*) FROM "
-		    "pg_stat_activity WHERE pid = $1 AND (extract(epoch FROM "
-		    "backend_start) * 1000000)::bigint = $2", 2,
-		    pg_int(q, bpid), pg_int(q, bstart)));
-		n = pg_get(r, 0, 0);
-		PQclear(r);
-		if (!n)
-			return 0;
-		if (mq_now() - start > q->busy + 10000)
-			mq_die(MQ_EX_TEMPFAIL, "cannot append: the session of "
-			    "a producer that died (server process %lld) is "
-			    "still open", (long long)bpid);
-		usleep(PC_GONE_MS * 1000);
-	}
-}
-
-/*
- * Holding the lock, before anything else: settles the slots of a holder
- * that died (the only TAKEN ones a holder sees).  0, or PG_RETRY.
+ * Holding the lock, before anything else: settles the batches of a holder
+ * that died (the only TAKEN slots a holder sees).  0, or PG_RETRY.
  */
 static int
 recover(struct pgq *q)
 {
 	struct pc_slot *s, *t;
 	PGresult *r;
-	int64_t first = 0, topic = 0;
+	int64_t first = 0, topic = 0, token;
 	int i, j, stored, done[PC_NSLOT] = { 0 }, any = 0;
 
 	for (i = 0; i < PC_NSLOT; i++) {
 		s = &pc.f->slot[i];
 		if (LOAD(state_of(i)) != PC_TAKEN || done[i])
 			continue;
-		if (!s->token) {	/* taken by one that died before its
-					   append was sent */
+		if (!(token = LOAD(&s->token))) {	/* taken by one that
+					   died before its append was sent */
 			STORE(state_of(i), PC_READY);
 			continue;
 		}
-		if (gone(q, s->bpid, s->bstart) == PG_RETRY)
-			return PG_RETRY;
-		TRY(r, pg_q(q, "cannot append", "SELECT seq, topic, first "
-		    "FROM combined WHERE token = $1", 1, pg_int(q, s->token)));
-		stored = PQntuples(r) == 1 && pg_get(r, 0, 0) >= s->seq;
-		if (stored) {
-			topic = pg_get(r, 0, 1);
-			first = pg_get(r, 0, 2);
-		}
+		/* the batch's number, unless its append wrote it */
+		TRY(r, pg_q(q, "cannot append", "INSERT INTO combined (token, "
+		    "seq, topic, first, ts) VALUES ($1, $2, 0, 0, $3) ON "
+		    "CONFLICT (token) DO UPDATE SET seq = excluded.seq, topic = "
+		    "0, first = 0, ts = excluded.ts WHERE combined.seq < "
+		    "excluded.seq RETURNING 1", 3, pg_int(q, token),
+		    pg_int(q, s->seq), pg_int(q, pg_now())));
+		stored = PQntuples(r) == 0;
 		PQclear(r);
-		/* every slot of that batch */
+		if (stored) {
+			TRY(r, pg_q(q, "cannot append", "SELECT topic, first "
+			    "FROM combined WHERE token = $1", 1,
+			    pg_int(q, token)));
+			topic = pg_get(r, 0, 0);
+			first = pg_get(r, 0, 1);
+			PQclear(r);
+		}
+		/* every slot of that batch (this one last: its token) */
 		for (j = PC_NSLOT - 1; j >= i; j--) {
 			t = &pc.f->slot[j];
 			if (LOAD(state_of(j)) != PC_TAKEN ||
-			    t->token != s->token || t->seq != s->seq)
+			    LOAD(&t->token) != token || t->seq != s->seq)
 				continue;
 			if (stored) {
 				t->off = first + t->idx;
 				done[j] = any = 1;
 			} else {
-				t->token = 0;
+				STORE(&t->token, 0);
 				STORE(state_of(j), PC_READY);
 			}
 		}
@@ -397,18 +368,40 @@ recover(struct pgq *q)
 		return 0;
 	pg_flush(q, NULL);	/* what the dead one committed, on disk */
 	for (i = 0; i < PC_NSLOT; i++)
-		if (done[i]) {
-			pc.f->slot[i].token = 0;
+		if (done[i])
 			set_state(i, PC_DONE);
-		}
 	pg_notify(q, topic);
 	return 0;
 }
 
+/*
+ * At the end of a session that appended others' messages: its row of
+ * combined goes, and any a day old (of sessions that died).  Not waited
+ * for, nor checked: a row left behind is only a row.
+ */
+void
+pg_comb_close(struct pgq *q)
+{
+	const char *v[2];
+	PGresult *r;
+
+	if (!q->comb_token || PQstatus(q->conn) != CONNECTION_OK)
+		return;
+	v[0] = pg_int(q, q->comb_token);
+	v[1] = pg_int(q, pg_now() - PC_KEEP_MS);
+	r = PQexecParams(q->conn, "WITH d AS (DELETE FROM combined WHERE "
+	    "token = $1 OR ts < $2) SELECT set_config('synchronous_commit', "
+	    "'off', true)", 2, NULL, v, NULL, NULL, 0);
+	PQclear(r);
+}
+
 /* A slot the holder may take: with key, or without one as key is NULL. */
 static int
-ours(const struct pc_slot *s, const char *key)
+ours(struct pc_slot *s, const char *key)
 {
+	s->key[PC_KEY] = '\0';		/* whatever the file says */
+	if (s->len > PC_BODY)
+		return 0;
 	return key ? s->haskey && !strcmp(s->key, key) : !s->haskey;
 }
 
@@ -425,30 +418,26 @@ lead(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	struct mq_rec r[PC_NSLOT + 1];
 	struct mq_sent sent[PC_NSLOT + 1];
 	struct pc_slot *s;
-	int take[PC_NSLOT], nt = 0, i, rc, want = 0;
+	int take[PC_NSLOT], nt = 0, i, rc;
 
-	/* the session is asked for once there is something to take */
-	for (i = 0; i < PC_NSLOT && !want; i++)
-		want = LOAD(state_of(i)) == PC_READY &&
-		    ours(&pc.f->slot[i], a->key);
-	while (want && (rc = session(q)) == PG_RETRY)
-		;
+	while (!q->comb_token)
+		q->comb_token = (int64_t)((uint64_t)mq_token() << 31 ^
+		    mq_token()) & INT64_MAX;
 	r[0] = *rec;
 	q->comb_seq++;
-	for (i = 0; want && q->comb_token && i < PC_NSLOT; i++) {
+	for (i = 0; i < PC_NSLOT; i++) {
 		s = &pc.f->slot[i];
 		if (LOAD(state_of(i)) != PC_READY ||
 		    !move(i, PC_READY, PC_TAKEN))
 			continue;
-		if (!ours(s, a->key)) {	/* another key's: for another */
+		/* another key's: for another; a dead owner's: for none */
+		if (!ours(s, a->key) || dead(LOAD(&s->owner))) {
 			STORE(state_of(i), PC_READY);
 			continue;
 		}
-		s->token = q->comb_token;
 		s->seq = q->comb_seq;
-		s->bpid = q->comb_bpid;
-		s->bstart = q->comb_bstart;
 		s->idx = (uint32_t)(nt + 1);
+		STORE(&s->token, q->comb_token);
 		r[nt + 1].body = s->body;
 		r[nt + 1].len = s->len;
 		r[nt + 1].dedup = NULL;
@@ -460,10 +449,8 @@ lead(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 		;
 	q->comb_batch = 0;
 	for (i = 0; i < nt; i++) {
-		s = &pc.f->slot[take[i]];
-		s->token = 0;
 		if (rc == 0) {
-			s->off = sent[i + 1].off;
+			pc.f->slot[take[i]].off = sent[i + 1].off;
 			set_state(take[i], PC_DONE);
 		} else
 			set_state(take[i], PC_REFUSED);
@@ -507,7 +494,7 @@ pg_comb_append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	s->len = (uint32_t)rec->len;
 	if (rec->len)
 		memcpy(s->body, rec->body, rec->len);
-	s->token = 0;
+	STORE(&s->token, 0);
 	STORE(state_of(i), PC_READY);
 	start = mq_now();
 	for (;;) {
@@ -524,13 +511,17 @@ pg_comb_append(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			return 1;
 		}
 		if (flock(pc.fd, LOCK_EX | LOCK_NB) == 0) {
-			/* nobody appends: not taken, or its taker died */
-			while (recover(q) == PG_RETRY)
-				;
+			/* nobody appends: not taken, or its taker died;
+			   ours back first, so that no error of recover's
+			   leaves it to be sent after we said it failed */
 			if (move(i, PC_READY, PC_FILLING)) {
 				slot_free(i);
+				while (recover(q) == PG_RETRY)
+					;
 				return lead(q, a, rec, out);
 			}
+			while (recover(q) == PG_RETRY)
+				;
 			pc_leave();
 			continue;
 		}

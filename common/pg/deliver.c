@@ -264,7 +264,10 @@ bytea_array(const struct mq_rec *rec, size_t n, int *len)
  * locked (offsets taken in commit order) until the commit.  0 when done;
  * 1 when the slow way must do it (no such topic yet, or a body over its
  * max-size, which it reports).  A batch a producer appends for others
- * (combine.c) also says so in table combined, in the same transaction.
+ * (combine.c) also writes its number in its session's row of combined, in
+ * the same transaction, and fails (an error: the statement is rolled
+ * back) when the row has that number already: another settled the batch
+ * as not stored, its holder having died.
  */
 int
 pg_append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
@@ -317,10 +320,14 @@ pg_append_fast(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	    "seq, topic, first, ts) SELECT $12, $13, id, first, ts FROM t "
 	    "WHERE $12::bigint IS NOT NULL ON CONFLICT (token) DO UPDATE SET "
 	    "seq = excluded.seq, topic = excluded.topic, first = "
-	    "excluded.first, ts = excluded.ts) SELECT first, CASE WHEN "
+	    "excluded.first, ts = excluded.ts WHERE combined.seq < "
+	    "excluded.seq RETURNING seq) SELECT first, CASE WHEN "
 	    "$9::text IS NOT NULL THEN pg_notify($9 || id, '') END, "
 	    "set_config('synchronous_commit', 'off', true), "
-	    "set_config('mq.end', id || ' ' || (first + $3), false) FROM t",
+	    "set_config('mq.end', id || ' ' || (first + $3), false), "
+	    "CASE WHEN $12::bigint IS NOT NULL AND NOT EXISTS (SELECT FROM c) "
+	    "THEN ('batch settled by another, from ' || first)::int END "
+	    "FROM t",
 	    13,
 	    v, len, fmt, a->topic, "cannot store messages");
 	free(bodies);

@@ -1227,6 +1227,7 @@ pg_close(struct mq *mq)
 		fprintf(stderr, "%s: %lld flushes asked\n", getprogname(),
 		    (long long)q->flushes);
 	}
+	pg_comb_close(q);
 	PQfinish(q->conn);
 	free(q->shown);
 	free(q->notify);

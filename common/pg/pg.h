@@ -80,7 +80,6 @@ struct pgq {
 	/* combine.c: this session as a holder that appends for others */
 	int64_t		 comb_token;	/* random; 0 until it first holds */
 	int64_t		 comb_seq;	/* its batches */
-	int64_t		 comb_bpid, comb_bstart;	/* its server process */
 	int		 comb_batch;	/* the append writes combined */
 };
 
@@ -189,6 +188,7 @@ void	 pg_heard_durable(struct pgq *, int64_t topic, int64_t below);
 /* combine.c */
 int	 pg_comb_append(struct pgq *, struct mq_append *,
 	    const struct mq_rec *, size_t, struct mq_sent *);
+void	 pg_comb_close(struct pgq *);
 
 /* deliver.c */
 int	 pg_append_fast(struct pgq *, struct mq_append *,
