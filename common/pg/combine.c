@@ -389,6 +389,7 @@ pg_comb_close(struct pgq *q)
 		return;
 	v[0] = pg_int(q, q->comb_token);
 	v[1] = pg_int(q, pg_now() - PC_KEEP_MS);
+	q->trips++;
 	r = PQexecParams(q->conn, "WITH d AS (DELETE FROM combined WHERE "
 	    "token = $1 OR ts < $2) SELECT set_config('synchronous_commit', "
 	    "'off', true)", 2, NULL, v, NULL, NULL, 0);
@@ -420,9 +421,6 @@ lead(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 	struct pc_slot *s;
 	int take[PC_NSLOT], nt = 0, i, rc;
 
-	while (!q->comb_token)
-		q->comb_token = (int64_t)((uint64_t)mq_token() << 31 ^
-		    mq_token()) & INT64_MAX;
 	r[0] = *rec;
 	q->comb_seq++;
 	for (i = 0; i < PC_NSLOT; i++) {
@@ -435,6 +433,11 @@ lead(struct pgq *q, struct mq_append *a, const struct mq_rec *rec,
 			STORE(state_of(i), PC_READY);
 			continue;
 		}
+		/* a token once there is a slot: a session that never took
+		   one has no row of combined to delete as it ends */
+		while (!q->comb_token)
+			q->comb_token = (int64_t)((uint64_t)mq_token() << 31 ^
+			    mq_token()) & INT64_MAX;
 		s->seq = q->comb_seq;
 		s->idx = (uint32_t)(nt + 1);
 		STORE(&s->token, q->comb_token);

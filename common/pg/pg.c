@@ -1221,13 +1221,13 @@ pg_close(struct mq *mq)
 	struct pgq *q = PGQ(mq);
 	int e = errno;		/* a failed write's, for mq_finish */
 
+	pg_comb_close(q);
 	if (getenv("MQ_PG_TRIPS")) {	/* mq(7): counted for make bench */
 		fprintf(stderr, "%s: %lld round trips\n", getprogname(),
 		    (long long)q->trips);
 		fprintf(stderr, "%s: %lld flushes asked\n", getprogname(),
 		    (long long)q->flushes);
 	}
-	pg_comb_close(q);
 	PQfinish(q->conn);
 	free(q->shown);
 	free(q->notify);
