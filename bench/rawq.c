@@ -16,6 +16,11 @@
  *	With MIN_MS MAX_MS, sleeps a random MIN_MS..MAX_MS before each
  *	commit and appends the time of each to OUT in microseconds, one a
  *	line: the latency of one durable commit.
+ *   rawq pipe DBFILE
+ *	A long-lived producer on a pipe, as bench/prod.c drives mq-send:
+ *	for each line read from stdin, one BEGIN IMMEDIATE, INSERT of the
+ *	line, COMMIT, then its offset printed and flushed.  The same work as
+ *	one mq-send fed a line at a time, the pipe included.
  *   rawq lease DBFILE BATCH
  *	Consumes the topic as a receiver and an acker would, in two
  *	transactions per BATCH messages: UPDATE ... SET lease = now + 30s
@@ -184,6 +189,34 @@ commit(long long n, long lo, long hi, const char *path)
 	printf("%lld %lld\n", total, n);
 }
 
+static void
+pipe_in(void)
+{
+	sqlite3_stmt *s = insert_stmt();
+	char line[4096];
+	long long off = 0, ts;
+	size_t len;
+
+	while (fgets(line, sizeof line, stdin)) {
+		len = strcspn(line, "\n");
+		ts = now_ms();
+		exec("BEGIN IMMEDIATE");
+		sqlite3_bind_int64(s, 1, ++off);
+		sqlite3_bind_int64(s, 2, ts);
+		sqlite3_bind_int64(s, 3, ts);
+		sqlite3_bind_blob(s, 4, line, (int)len, SQLITE_STATIC);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			die("cannot insert");
+		sqlite3_reset(s);
+		exec("COMMIT");
+		if (printf("%lld\n", off) < 0 || fflush(stdout) == EOF)
+			die("cannot write");
+	}
+	if (ferror(stdin))
+		die("cannot read");
+	sqlite3_finalize(s);
+}
+
 /* Writes the body of each row (column 1) as a line; returns the rows. */
 static int
 put_rows(sqlite3_stmt *s, long long *off)
@@ -277,6 +310,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: rawq load DBFILE N\n"
 	    "       rawq commit DBFILE N [MIN_MS MAX_MS OUT]\n"
+	    "       rawq pipe DBFILE\n"
 	    "       rawq lease|delete DBFILE BATCH\n"
 	    "       rawq scan DBFILE\n");
 	exit(1);
@@ -304,6 +338,9 @@ main(int argc, char *argv[])
 			usage();
 		open_db(argv[2], 0);
 		commit(n, lo, hi, argc == 7 ? argv[6] : NULL);
+	} else if (!strcmp(mode, "pipe") && argc == 3) {
+		open_db(argv[2], 0);
+		pipe_in();
 	} else if (!strcmp(mode, "lease") && argc == 4) {
 		open_db(argv[2], 1);
 		lease((int)n);

@@ -7,8 +7,10 @@
 #
 # With no BENCH, runs them all, in this order:
 #   producers  1 and 8 long-lived mq-send fed on pipes, one message in
-#              flight each (bench/prod.c): msg/s of 1 against a loop of
-#              one-message FULL commits (rawq commit); of 8 against 1
+#              flight each (bench/prod.c): msg/s of 1 against a raw
+#              producer fed the same way (rawq pipe: a line, one FULL
+#              commit, its offset); of 8 against 1.  A bare loop of such
+#              commits (rawq commit, no pipe) is listed beside them
 #   send       seq-style bulk load from stdin against bench/raw.c
 #   recvack    mq-recv -n 0 | mq-ack against rawq lease (lease 100, commit,
 #              delete them, commit)
@@ -41,7 +43,7 @@
 # OP T) PASS|FAIL" (the baseline is named when it is not a raw program),
 # and a summary at the end counts them and repeats the FAIL lines.  The
 # figures and their targets:
-#   producers-1    1 producer's msg/s >= 0.9x rawq commit's
+#   producers-1    1 producer's msg/s >= 0.9x rawq pipe's
 #   producers-8    8 producers' msg/s >= 3x 1 producer's
 #   send           msg/s >= 0.8x raw.c's
 #   recvack        msg/s >= 0.7x rawq lease's
@@ -223,7 +225,8 @@ bench_producers() {
 	    "offset, $PROD_N messages each; best of $RUNS"
 	helper prod
 	sqlhelper rawq
-	best1='' bestk='' bestraw='' all1='' allk='' allraw='' i=1
+	best1='' bestk='' bestraw='' bestloop='' all1='' allk='' allraw=''
+	allloop='' i=1
 	while [ "$i" -le "$RUNS" ]; do
 		db=$TMP/db/prod.db
 		rm -f "$db" "$db"-*
@@ -246,17 +249,25 @@ bench_producers() {
 		allk="$allk $r"
 		walk=$({ wc -c <"$db-wal"; } 2>/dev/null || echo 0)
 		rm -f "$TMP"/rawc.db*
-		out=$(bounded "$TMP/bin/rawq" commit "$TMP/rawc.db" "$PROD_N") ||
-		    die "rawq commit failed"
+		out=$(bounded "$TMP/bin/prod" 1 "$PROD_N" - "$TMP/bin/rawq" \
+		    pipe "$TMP/rawc.db") || die "rawq pipe failed"
 		# shellcheck disable=SC2086 # "US COUNT"
 		set -- $out
 		r=$(rate "$2" "$1")
 		keep_max bestraw "$r"
 		allraw="$allraw $r"
+		rm -f "$TMP"/rawc.db*
+		out=$(bounded "$TMP/bin/rawq" commit "$TMP/rawc.db" "$PROD_N") ||
+		    die "rawq commit failed"
+		# shellcheck disable=SC2086 # "US COUNT"
+		set -- $out
+		r=$(rate "$2" "$1")
+		keep_max bestloop "$r"
+		allloop="$allloop $r"
 		i=$((i + 1))
 	done
 	echo "  msg/s of each run: 1 producer:$all1; $PRODUCERS producers:$allk;" \
-	    "rawq commit:$allraw"
+	    "rawq pipe:$allraw; rawq commit (no pipe, not a target):$allloop"
 	# shellcheck disable=SC2046 # dist prints "N P50 P90 P99 MAX"
 	set -- $(dist "$TMP/prod1.us")
 	printf '  line to offset, last run: 1 producer p50 %s ms, p99 %s ms;' \

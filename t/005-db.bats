@@ -517,3 +517,25 @@ hot_journal() {
 	[[ $stderr == *"needs recovery by a writer"* ]] || fail "stderr: $stderr"
 	assert_equal "$(sha256sum "$RO_DIR"/mq.db*)" "$before"
 }
+
+@test "one message a commit: the WAL starts over after a checkpoint, and stays near 1,000 frames" {
+	mq-send t first >/dev/null
+	coproc SEND { mq-send t 2>&1; }
+	echo "$SEND_PID" >>"$BATS_TEST_TMPDIR/pids"
+	local i off
+	for ((i = 1; i <= 2000; i++)); do
+		echo "message $i" >&"${SEND[1]}"
+		read -r -t 30 off <&"${SEND[0]}" || fail "no offset for message $i"
+		[ "$off" = $((i + 1)) ] || fail "message $i: $off"
+	done
+	exec {SEND[1]}>&-
+	wait "$SEND_PID"
+	# each commit writes two frames or three: some 4,000 in all, so
+	# checkpoints every 1,000 frames restart the WAL three times at least
+	local page frames
+	page=$(sqlite3 "$MQ_DB" 'PRAGMA page_size')
+	frames=$((($(stat -c %s "$MQ_DB-wal") - 32) / (page + 24)))
+	[ "$frames" -lt 1500 ] || fail "the WAL grew to $frames frames"
+	run -0 mq-topic show t
+	assert_line 'messages 2001'
+}

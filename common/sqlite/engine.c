@@ -401,17 +401,24 @@ sq_durable(struct sq *q, uint64_t target, int reader)
 void
 sq_checkpoint(struct sq *q, int frames)
 {
-	uint32_t cur, last;
+	uint32_t cur, f = (uint32_t)frames;
 
-	if (frames < CKPT_FRAMES)
+	if (frames <= 0)	/* wrote nothing */
 		return;
 	if (q->shm_rw) {
+		/*
+		 * Fewer frames than at the last checkpoint: the WAL started
+		 * over.  The first commit of the new WAL says so (every write
+		 * passes here), lest the count grow past the old mark and the
+		 * WAL to twice its size before the next checkpoint.
+		 */
 		cur = LOAD(&q->shm->ckpt_at);
-		last = (uint32_t)frames < cur ? 0 : cur;  /* 0: WAL started over */
-		if ((uint32_t)frames < last + CKPT_FRAMES ||
-		    !CAS(&q->shm->ckpt_at, cur, (uint32_t)frames))
+		if (f < cur && CAS(&q->shm->ckpt_at, cur, 0))
+			cur = 0;
+		if (f < cur + CKPT_FRAMES || !CAS(&q->shm->ckpt_at, cur, f))
 			return;
-	}
+	} else if (frames < CKPT_FRAMES)
+		return;
 	sqlite3_wal_checkpoint_v2(q->db, "main", SQLITE_CHECKPOINT_PASSIVE,
 	    NULL, NULL);
 }
