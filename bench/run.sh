@@ -225,7 +225,7 @@ bench_producers() {
 	    "offset, $PROD_N messages each; best of $RUNS"
 	helper prod
 	sqlhelper rawq
-	best1='' bestk='' bestraw='' bestloop='' all1='' allk='' allraw=''
+	best1='' bestk='' bestraw='' all1='' allk='' allraw=''
 	allloop='' i=1
 	while [ "$i" -le "$RUNS" ]; do
 		db=$TMP/db/prod.db
@@ -262,7 +262,6 @@ bench_producers() {
 		# shellcheck disable=SC2086 # "US COUNT"
 		set -- $out
 		r=$(rate "$2" "$1")
-		keep_max bestloop "$r"
 		allloop="$allloop $r"
 		i=$((i + 1))
 	done

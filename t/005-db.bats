@@ -528,7 +528,8 @@ hot_journal() {
 		read -r -t 30 off <&"${SEND[0]}" || fail "no offset for message $i"
 		[ "$off" = $((i + 1)) ] || fail "message $i: $off"
 	done
-	exec {SEND[1]}>&-
+	local in=${SEND[1]}
+	exec {in}>&-
 	wait "$SEND_PID"
 	# each commit writes two frames or three: some 4,000 in all, so
 	# checkpoints every 1,000 frames restart the WAL three times at least

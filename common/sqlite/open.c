@@ -945,7 +945,7 @@ sq_begin_read(struct sq *q)
 	q->in_write = 0;
 }
 
-/* This transaction changed topic: wake its followers once it is durable. */
+/* This transaction changed topic: wake its followers once it commits. */
 void
 sq_touch(struct sq *q, int64_t topic)
 {
@@ -967,9 +967,12 @@ sq_touch(struct sq *q, int64_t topic)
  * have been committed and not yet synced by its writer, so before anything
  * read is shown, the commits it may have seen are made durable (in the
  * common case they are already).  A write commits, leaves the queue,
- * checkpoints if the WAL has grown, and with SQ_DURABLE returns only once
- * the commit is on disk; then the followers of the topics it changed are
- * woken.
+ * checkpoints if the WAL has grown, wakes the followers of the topics it
+ * changed, and with SQ_DURABLE returns only once the commit is on disk.
+ * The followers are woken before the sync, not after: what they claim
+ * meanwhile they show only once it is durable (they end their own
+ * transactions here, with SQ_SEEN or SQ_DURABLE), so their work overlaps
+ * the sync instead of following it.
  */
 void
 sq_commit(struct sq *q, int how)
@@ -994,13 +997,13 @@ sq_commit(struct sq *q, int how)
 	sq_checkpoint(q, q->wal_frames);	/* in the queue: see engine.c */
 	q->wal_frames = 0;
 	sq_queue_leave(q);
+	for (i = 0; i < q->ntouched; i++)
+		sq_wake(q, q->touched[i]);
+	q->ntouched = 0;
 	if (how == SQ_DURABLE)
 		sq_durable(q, seq, 0);
 	else if (how == SQ_SEEN)
 		sq_durable(q, q->seen, 1);	/* only what it read */
-	for (i = 0; i < q->ntouched; i++)
-		sq_wake(q, q->touched[i]);
-	q->ntouched = 0;
 }
 
 void
