@@ -205,3 +205,62 @@ sends_past_leader() {
 	# a reader changes nothing: the file is as long as it was
 	assert_equal "$(stat -c %s "$MQ_DB-mq")" 131144
 }
+
+@test "slots of several topics and keys, one too big for its topic: each run of alike slots is one append, the big one is refused and said so" {
+	export MQ_BUSY_TIMEOUT=120s
+	mq-topic create a max-size=8 >/dev/null
+	mq-send -q b first
+	exec {lk}>>"$MQ_DB-mq"
+	flock -x "$lk"
+	c0=$(u32 60)
+	bg out.1 mq-send a small
+	p1=$BG
+	wait_for 60 ready 1
+	bg out.2 mq-send a "far too big for a"
+	p2=$BG
+	wait_for 60 ready 2
+	bg out.3 mq-send -k k1 b x
+	p3=$BG
+	wait_for 60 ready 3
+	bg out.4 mq-send -k k2 b y
+	p4=$BG
+	wait_for 60 ready 4
+	bg out.5 mq-send -k k1 b z
+	p5=$BG
+	wait_for 60 ready 5
+	bg out.6 mq-send b w
+	p6=$BG
+	wait_for 60 ready 6
+	flock -u "$lk"
+	exec {lk}>&-
+	for p in "$p1" "$p3" "$p4" "$p5" "$p6"; do
+		finish "$p" 60
+		[ "$ST" = 0 ] || fail "an mq-send exited $ST"
+	done
+	finish "$p2" 60
+	assert_equal "$ST" 65
+	grep -q 'over the size limit of 8 bytes of topic a' out.2 ||
+	    fail "out.2: $(cat out.2)"
+	# whoever held the queue first took the other five
+	assert_equal "$(u32 60)" $((c0 + 4))
+	for k in 1:a:small 3:b:x 4:b:y 5:b:z 6:b:w; do
+		IFS=: read -r n t body <<<"$k"
+		run -0 sql "SELECT CAST(m.body AS TEXT) FROM msg m JOIN topic t
+		    ON t.id = m.topic WHERE t.name = '$t' AND m.off = $(cat "out.$n")"
+		assert_output "$body"
+	done
+	# (which sender held the queue decides the order of b's offsets)
+	run -0 sql "SELECT t.name, coalesce(m.key, '-'), CAST(m.body AS TEXT) FROM msg m JOIN topic t ON t.id = m.topic ORDER BY t.name, m.body"
+	assert_output - <<-'END'
+	a|-|small
+	b|-|first
+	b|-|w
+	b|k1|x
+	b|k2|y
+	b|k1|z
+	END
+	run -0 sql "SELECT t.name, t.next_off, t.msgs FROM topic t ORDER BY t.name"
+	assert_output $'a|2|1\nb|6|5'
+	ready 0
+	db_intact
+}

@@ -281,19 +281,65 @@ sq_comb_recover(struct sq *q)
 	}
 }
 
+/* Slots i and j go to the same topic with the same key (or none). */
+static int
+alike(struct sq *q, int i, int j)
+{
+	struct sq_comb *a = &q->shm->comb[i], *b = &q->shm->comb[j];
+
+	return !strcmp(a->topic, b->topic) && a->haskey == b->haskey &&
+	    (!a->haskey || !strcmp(a->key, b->key));
+}
+
+/*
+ * Appends the messages of slots in[0..n), alike, in one append; with the
+ * topic gone or a body too big for it, each is tried alone, and refused
+ * alone.
+ */
+static void
+take_run(struct sq *q, const int *in, int n)
+{
+	struct sq_comb *c = &q->shm->comb[in[0]];
+	struct mq_rec r[NCOMB];
+	struct mq_sent s[NCOMB];
+	struct mq_append a;
+	struct mq_topic t;
+	int k;
+
+	memset(&a, 0, sizeof a);
+	a.topic = c->topic;
+	a.key = c->haskey ? c->key : NULL;
+	a.delay = a.at = -1;
+	for (k = 0; k < n; k++) {
+		r[k].body = q->shm->comb[in[k]].body;
+		r[k].len = q->shm->comb[in[k]].len;
+		r[k].dedup = NULL;
+	}
+	if (!sq_topic_row(q, c->topic, &t) ||
+	    sq_append_tx(q, &a, r, (size_t)n, s) != 0) {
+		if (n > 1) {
+			for (k = 0; k < n; k++)
+				take_run(q, &in[k], 1);
+		} else
+			set_state(q, in[0], COMB_REFUSED);
+		return;
+	}
+	for (k = 0; k < n; k++) {
+		q->shm->comb[in[k]].off = s[k].off;
+		q->taken[q->ntaken++] = in[k];
+	}
+	ADD(&q->shm->combined, (uint32_t)n);
+}
+
 /*
  * The queue holder, in its append transaction before COMMIT: appends the
- * message of every READY slot.
+ * message of every READY slot, those of one topic and key in one append
+ * (one look at the topic, one change of its counters), in slot order.
  */
 void
 sq_comb_take(struct sq *q)
 {
-	struct sq_comb *c;
-	struct mq_append a;
-	struct mq_topic t;
-	struct mq_rec r;
-	struct mq_sent s;
-	int i;
+	int got[NCOMB], run[NCOMB], ngot = 0, nrun, i, j;
 
 	if (!q->shm_rw || q->sync != SQ_GROUP)
 		return;
@@ -301,23 +347,20 @@ sq_comb_take(struct sq *q)
 		if (LOAD(state_of(q, i)) != COMB_READY ||
 		    !move(q, i, COMB_READY, COMB_TAKEN))
 			continue;
-		c = &q->shm->comb[i];
-		STORE(&c->taker, me());
-		memset(&a, 0, sizeof a);
-		a.topic = c->topic;
-		a.key = c->haskey ? c->key : NULL;
-		a.delay = a.at = -1;
-		r.body = c->body;
-		r.len = c->len;
-		r.dedup = NULL;
-		if (!sq_topic_row(q, c->topic, &t) ||
-		    sq_append_tx(q, &a, &r, 1, &s) != 0) {
-			set_state(q, i, COMB_REFUSED);
+		STORE(&q->shm->comb[i].taker, me());
+		got[ngot++] = i;
+	}
+	for (i = 0; i < ngot; i++) {
+		if (got[i] < 0)
 			continue;
-		}
-		c->off = s.off;
-		q->taken[q->ntaken++] = i;
-		ADD(&q->shm->combined, 1);
+		nrun = 0;
+		for (j = i; j < ngot; j++)
+			if (got[j] >= 0 && (j == i || alike(q, got[i], got[j]))) {
+				run[nrun++] = got[j];
+				if (j > i)
+					got[j] = -1;
+			}
+		take_run(q, run, nrun);
 	}
 }
 
