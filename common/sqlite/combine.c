@@ -334,7 +334,8 @@ take_run(struct sq *q, const int *in, int n)
 /*
  * The queue holder, in its append transaction before COMMIT: appends the
  * message of every READY slot, those of one topic and key in one append
- * (one look at the topic, one change of its counters), in slot order.
+ * (one look at the topic, one change of its counters): runs in the order
+ * of their first slots, each in slot order.
  */
 void
 sq_comb_take(struct sq *q)

@@ -51,7 +51,8 @@ struct sq_shm {
 	uint64_t	written;	/* the last commit done */
 	uint64_t	synced;		/* every commit up to here is on disk */
 	uint64_t	syncs;		/* syncs done, for the curious */
-	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began */
+	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began;
+					   0 once the WAL started over */
 	uint32_t	combined;	/* messages appended from slots, for
 					   the curious (byte 60: t/047) */
 	uint64_t	failed;		/* commits up to here may be lost: a

@@ -3,7 +3,8 @@
  *
  * A waiter sleeps on its topics' slots in the -mq file (engine.c), all in
  * one sleep (FUTEX_WAITV for more than one): writers bump a topic's slot
- * once a commit that changed the topic is durable, and wake the slot's
+ * once a commit that changed the topic is made (before its sync: a reader
+ * shows nothing before what it saw is durable), and wake the slot's
  * sleepers.  The waiter remembers the number it last saw of each, taken
  * before the caller's first look at the database, so a commit that lands
  * between a look and the sleep is not missed.  A signal (sig.c) pokes the
