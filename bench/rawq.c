@@ -113,21 +113,28 @@ open_db(const char *path, int lease)
 		    "PRIMARY KEY (topic, off)) WITHOUT ROWID");
 }
 
+/* Inserts message off with body b of len bytes. */
+static void
+insert_body(sqlite3_stmt *s, long long off, const char *b, size_t len)
+{
+	long long ts = now_ms();
+
+	sqlite3_bind_int64(s, 1, off);
+	sqlite3_bind_int64(s, 2, ts);
+	sqlite3_bind_int64(s, 3, ts);
+	sqlite3_bind_blob(s, 4, b, (int)len, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		die("cannot insert");
+	sqlite3_reset(s);
+}
+
 /* The message: 90 letters and the offset in 10 digits, like run.sh's. */
 static void
 insert(sqlite3_stmt *s, long long off)
 {
-	long long ts = now_ms();
-
 	snprintf(body + BODY_LEN - 10, 11, "%010llu",
 	    (unsigned long long)off % 10000000000ULL);
-	sqlite3_bind_int64(s, 1, off);
-	sqlite3_bind_int64(s, 2, ts);
-	sqlite3_bind_int64(s, 3, ts);
-	sqlite3_bind_blob(s, 4, body, BODY_LEN, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
-		die("cannot insert");
-	sqlite3_reset(s);
+	insert_body(s, off, body, BODY_LEN);
 }
 
 static sqlite3_stmt *
@@ -193,27 +200,23 @@ static void
 pipe_in(void)
 {
 	sqlite3_stmt *s = insert_stmt();
-	char line[4096];
-	long long off = 0, ts;
-	size_t len;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	long long off = 0;
 
-	while (fgets(line, sizeof line, stdin)) {
-		len = strcspn(line, "\n");
-		ts = now_ms();
+	while ((len = getline(&line, &cap, stdin)) >= 0) {
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
 		exec("BEGIN IMMEDIATE");
-		sqlite3_bind_int64(s, 1, ++off);
-		sqlite3_bind_int64(s, 2, ts);
-		sqlite3_bind_int64(s, 3, ts);
-		sqlite3_bind_blob(s, 4, line, (int)len, SQLITE_STATIC);
-		if (sqlite3_step(s) != SQLITE_DONE)
-			die("cannot insert");
-		sqlite3_reset(s);
+		insert_body(s, ++off, line, (size_t)len);
 		exec("COMMIT");
 		if (printf("%lld\n", off) < 0 || fflush(stdout) == EOF)
 			die("cannot write");
 	}
 	if (ferror(stdin))
 		die("cannot read");
+	free(line);
 	sqlite3_finalize(s);
 }
 

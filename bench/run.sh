@@ -220,6 +220,17 @@ raw_commits() {
 
 # producers: K long-lived mq-send processes, each fed one line at a time
 # on a pipe and waited for (bench/prod.c).
+# us_rate WHAT COMMAND ...: runs COMMAND, which prints "US COUNT", and
+# sets r to its msg/s and r_us to US.
+us_rate() {
+	_what=$1
+	shift
+	_out=$(bounded "$@") || die "$_what failed"
+	# shellcheck disable=SC2086 # "US COUNT"
+	set -- $_out
+	r=$(rate "$2" "$1") r_us=$1
+}
+
 bench_producers() {
 	echo "== producers: long-lived mq-send t, one 100-byte line then its" \
 	    "offset, $PROD_N messages each; best of $RUNS"
@@ -230,38 +241,25 @@ bench_producers() {
 	while [ "$i" -le "$RUNS" ]; do
 		db=$TMP/db/prod.db
 		rm -f "$db" "$db"-*
-		out=$(bounded "$TMP/bin/prod" 1 "$PROD_N" "$TMP/prod1.us" \
-		    "$B/mq-send" -d "$db" t) || die "1 producer failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
+		us_rate "1 producer" "$TMP/bin/prod" 1 "$PROD_N" \
+		    "$TMP/prod1.us" "$B/mq-send" -d "$db" t
 		keep_max best1 "$r"
 		all1="$all1 $r"
 		wal1=$({ wc -c <"$db-wal"; } 2>/dev/null || echo 0)
 		rm -f "$db" "$db"-*
-		out=$(bounded "$TMP/bin/prod" "$PRODUCERS" "$PROD_N" \
-		    "$TMP/prodk.us" "$B/mq-send" -d "$db" t) ||
-		    die "$PRODUCERS producers failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
+		us_rate "$PRODUCERS producers" "$TMP/bin/prod" "$PRODUCERS" \
+		    "$PROD_N" "$TMP/prodk.us" "$B/mq-send" -d "$db" t
 		keep_max bestk "$r"
 		allk="$allk $r"
 		walk=$({ wc -c <"$db-wal"; } 2>/dev/null || echo 0)
 		rm -f "$TMP"/rawc.db*
-		out=$(bounded "$TMP/bin/prod" 1 "$PROD_N" - "$TMP/bin/rawq" \
-		    pipe "$TMP/rawc.db") || die "rawq pipe failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
+		us_rate "rawq pipe" "$TMP/bin/prod" 1 "$PROD_N" - \
+		    "$TMP/bin/rawq" pipe "$TMP/rawc.db"
 		keep_max bestraw "$r"
 		allraw="$allraw $r"
 		rm -f "$TMP"/rawc.db*
-		out=$(bounded "$TMP/bin/rawq" commit "$TMP/rawc.db" "$PROD_N") ||
-		    die "rawq commit failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
+		us_rate "rawq commit" "$TMP/bin/rawq" commit "$TMP/rawc.db" \
+		    "$PROD_N"
 		allloop="$allloop $r"
 		i=$((i + 1))
 	done
@@ -666,11 +664,8 @@ bench_idle() {
 	done
 	best0='' best1='' all0='' all1='' ticks=0 sched=0 span=0 i=1
 	while [ "$i" -le "$RUNS" ]; do
-		out=$(bounded "$TMP/bin/prod" 1 "$IDLE_N" - "$B/mq-send" -d "$db" p) ||
-		    die "the producer failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
+		us_rate "the producer" "$TMP/bin/prod" 1 "$IDLE_N" - \
+		    "$B/mq-send" -d "$db" p
 		keep_max best0 "$r"
 		all0="$all0 $r"
 
@@ -690,12 +685,9 @@ bench_idle() {
 		# shellcheck disable=SC2046,SC2086 # a list of pids; "TICKS US"
 		set -- $(cpu_of $pids)
 		c0=$1 s0=$2
-		out=$(bounded "$TMP/bin/prod" 1 "$IDLE_N" - "$B/mq-send" -d "$db" p) ||
-		    die "the producer failed"
-		# shellcheck disable=SC2086 # "US COUNT"
-		set -- $out
-		r=$(rate "$2" "$1")
-		span=$((span + $1))
+		us_rate "the producer" "$TMP/bin/prod" 1 "$IDLE_N" - \
+		    "$B/mq-send" -d "$db" p
+		span=$((span + r_us))
 		keep_max best1 "$r"
 		all1="$all1 $r"
 		# shellcheck disable=SC2046,SC2086 # a list of pids; "TICKS US"
