@@ -316,7 +316,7 @@ take_run(struct sq *q, const int *in, int n)
 		r[k].dedup = NULL;
 	}
 	if (!sq_topic_row(q, c->topic, &t) ||
-	    sq_append_tx(q, &a, r, (size_t)n, s) != 0) {
+	    sq_append_to(q, &t, &a, r, (size_t)n, s) != 0) {
 		if (n > 1) {
 			for (k = 0; k < n; k++)
 				take_run(q, &in[k], 1);
@@ -352,14 +352,14 @@ sq_comb_take(struct sq *q)
 		got[ngot++] = i;
 	}
 	for (i = 0; i < ngot; i++) {
-		if (got[i] < 0)
+		if (got[i] < 0)		/* in an earlier run */
 			continue;
-		nrun = 0;
-		for (j = i; j < ngot; j++)
-			if (got[j] >= 0 && (j == i || alike(q, got[i], got[j]))) {
+		run[0] = got[i];
+		nrun = 1;
+		for (j = i + 1; j < ngot; j++)
+			if (got[j] >= 0 && alike(q, got[i], got[j])) {
 				run[nrun++] = got[j];
-				if (j > i)
-					got[j] = -1;
+				got[j] = -1;
 			}
 		take_run(q, run, nrun);
 	}

@@ -88,32 +88,30 @@ dedup_seen(struct sq *q, const struct mq_topic *t, const char *id,
 }
 
 /*
- * In a write transaction: appends n messages, or with MQ_E_TOOBIG none
- * (the topic may have been made: roll back).
+ * In a write transaction: appends n messages to topic t (as read in this
+ * transaction), or with MQ_E_TOOBIG none.
  */
 int
-sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
-    size_t n, struct mq_sent *out)
+sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
+    const struct mq_rec *r, size_t n, struct mq_sent *out)
 {
-	struct mq_topic t;
 	sqlite3_stmt *s;
 	int64_t now, ts, due, off, bytes = 0, stored = 0, ttl;
 	size_t i;
 
-	sq_topic_ensure(q, a->topic, &t);
-	ttl = a->ttl ? a->ttl : t.ttl;		/* 0: for ever */
+	ttl = a->ttl ? a->ttl : t->ttl;		/* 0: for ever */
 	for (i = 0; i < n; i++)
-		if (r[i].len > (size_t)t.max_size) {
+		if (r[i].len > (size_t)t->max_size) {
 			a->bad = i;
-			a->max_size = t.max_size;
+			a->max_size = t->max_size;
 			return MQ_E_TOOBIG;
 		}
 	now = mq_now();
-	mq_rule_stamp(now, t.last_ts, a->delay, a->at, &ts, &due);
-	off = t.next_off;
+	mq_rule_stamp(now, t->last_ts, a->delay, a->at, &ts, &due);
+	off = t->next_off;
 	for (i = 0; i < n; i++) {
 		out[i].dup = 0;
-		if (r[i].dedup && (out[i].off = dedup_seen(q, &t, r[i].dedup,
+		if (r[i].dedup && (out[i].off = dedup_seen(q, t, r[i].dedup,
 		    now))) {
 			out[i].dup = 1;
 			continue;
@@ -121,7 +119,7 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 		if (r[i].dedup) {
 			s = sq_stmt(q, "INSERT OR REPLACE INTO dedup "
 			    "(topic, id, off, ts) VALUES (?, ?, ?, ?)");
-			sqlite3_bind_int64(s, 1, t.id);
+			sqlite3_bind_int64(s, 1, t->id);
 			sqlite3_bind_text(s, 2, r[i].dedup, -1, SQLITE_STATIC);
 			sqlite3_bind_int64(s, 3, off);
 			sqlite3_bind_int64(s, 4, now);
@@ -129,7 +127,7 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 		}
 		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body, "
 		    "expires, headers, dedup) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-		sqlite3_bind_int64(s, 1, t.id);
+		sqlite3_bind_int64(s, 1, t->id);
 		sqlite3_bind_int64(s, 2, off);
 		sqlite3_bind_int64(s, 3, ts);
 		sqlite3_bind_int64(s, 4, due > ts ? due : ts);
@@ -152,16 +150,30 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 		s = sq_stmt(q, "UPDATE topic SET next_off = next_off + ?2, "
 		    "msgs = msgs + ?2, bytes = bytes + ?3, "
 		    "last_ts = max(last_ts, ?4) WHERE id = ?1");
-		sqlite3_bind_int64(s, 1, t.id);
+		sqlite3_bind_int64(s, 1, t->id);
 		sqlite3_bind_int64(s, 2, stored);
 		sqlite3_bind_int64(s, 3, bytes);
 		sqlite3_bind_int64(s, 4, ts);
 		sq_step(q, s, "cannot update topic");
 		if (a->replace && a->key)
-			sq_replace_older(q, &t, a->key, off - 1);
-		sq_touch(q, t.id);
+			sq_replace_older(q, t, a->key, off - 1);
+		sq_touch(q, t->id);
 	}
 	return 0;
+}
+
+/*
+ * In a write transaction: appends n messages, making the topic if need
+ * be, or with MQ_E_TOOBIG none (the topic may have been made: roll back).
+ */
+int
+sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
+    size_t n, struct mq_sent *out)
+{
+	struct mq_topic t;
+
+	sq_topic_ensure(q, a->topic, &t);
+	return sq_append_to(q, &t, a, r, n, out);
 }
 
 /*

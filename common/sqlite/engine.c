@@ -35,11 +35,11 @@
  *    a sequence number and a count of sleepers.  A writer bumps the slots
  *    of the topics it changed once it has committed (before its sync:
  *    what a follower then reads it shows only once it is durable, see 2),
- *    and wakes their sleepers (FUTEX_WAKE, when the slot counts any: a killed sleeper
- *    leaves the count one too high, which only costs a wake-up call).  A
- *    follower reads the number before it looks at the database and sleeps
- *    only while it is unchanged, so no wake is lost and a quiet topic
- *    costs its followers nothing.
+ *    and wakes their sleepers (FUTEX_WAKE, when the slot counts any: a
+ *    killed sleeper leaves the count one too high, which only costs a
+ *    wake-up call).  A follower reads the number before it looks at the
+ *    database and sleeps only while it is unchanged, so no wake is lost
+ *    and a quiet topic costs its followers nothing.
  *
  * The file holds no data: deleting it while no mq program runs loses
  * nothing.  All zeroes is a valid state, so concurrent creators need no

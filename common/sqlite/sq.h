@@ -154,6 +154,8 @@ void	 sq_history(struct sq *, int64_t grp, int64_t off, int attempt,
 int64_t	 sq_release(struct sq *, int64_t consumer, int64_t now);
 void	 sq_replace_older(struct sq *, const struct mq_topic *, const char *key,
 	    int64_t off);
+int	 sq_append_to(struct sq *, const struct mq_topic *, struct mq_append *,
+	    const struct mq_rec *, size_t, struct mq_sent *);
 int	 sq_append_tx(struct sq *, struct mq_append *, const struct mq_rec *,
 	    size_t, struct mq_sent *);
 
