@@ -303,3 +303,25 @@ state() {
 	run -0 sql "SELECT count(*) FROM history WHERE event = 'acked'"
 	assert_output 24
 }
+
+@test "forty receipts in one batch, one of them twice and one stale: each live one settles once, with its history" {
+	# (acks of a group settle 16 at a time: three statements a run)
+	seq 40 | mq-send -q t
+	run -0 receive -n 40
+	rs=("${lines[@]}")
+	assert_equal "${#rs[@]}" 40
+	mq-ack "${rs[0]}"
+	run -1 --separate-stderr bash -c 'printf "%s\n" "$@" | mq-ack' - \
+	    "${rs[@]:0:20}" "${rs[5]}" "${rs[@]:20}"
+	assert_equal "$stderr" "mq-ack: stale receipt ${rs[0]}: nothing changed
+mq-ack: stale receipt ${rs[5]}: nothing changed"
+	run -0 sql 'SELECT count(*) FROM delivery'
+	assert_output 0
+	run -0 sql 'SELECT settled FROM grp'
+	assert_output 40
+	run -0 sql "SELECT count(*), count(DISTINCT off), min(off), max(off)
+	    FROM history WHERE event = 'acked' AND attempt = 1 AND
+	    host IS NOT NULL AND pid > 0 AND since > 0 AND dhost IS NOT NULL
+	    AND dpid > 0"
+	assert_output '40|40|1|40'
+}

@@ -70,6 +70,25 @@ teardown() {
 	mq-lag --json t g | jtrue -s '.[0] | .in_flight == 5 and .lag == 8'
 }
 
+@test "one claim of many keys: an ordered group hands out one of each key, --per-key 2 two, the rest in order" {
+	# (a claim writes its leases 16 at a time: what it has leased and
+	# not yet written holds its key all the same)
+	mq-topic group t o --ordered >/dev/null
+	mq-topic group t p --per-key 2 >/dev/null
+	for i in 1 2 3; do
+		mq-send -q -k a t "a$i"
+		mq-send -q -k b t "b$i"
+		mq-send -q t "n$i"
+	done
+	run -0 mq-recv -g o -n 0 --format '%b ' t
+	assert_output 'a1 b1 n1 n2 n3 '
+	run -0 mq-recv -g p -n 0 --format '%b ' t
+	assert_output 'a1 b1 n1 a2 b2 n2 n3 '
+	run -0 sql "SELECT count(*) FROM delivery d JOIN grp g ON g.id = d.grp
+	    WHERE g.name = 'p' AND d.state = 1"
+	assert_output 7
+}
+
 @test "-A in an ordered or --per-key 1 group: each auto-ack settles in the claim, so the key's next goes in it too" {
 	# (PostgreSQL handed out one of a key a claim: a1, then a2, then a3)
 	mq-topic group t o --ordered >/dev/null

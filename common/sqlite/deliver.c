@@ -202,6 +202,22 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 
 /* claiming */
 
+/*
+ * A lease made and not yet written: claim_new writes up to LEASE_MAX in
+ * one statement, as SQLite opens the cursors of delivery's table and
+ * indexes once a statement, not once a row.  What it reads in between
+ * counts them itself (kept()): a key or business id they hold.  key and
+ * bid point into the struct due, which lives until they are written.
+ */
+struct lease {
+	int64_t		 off;
+	int		 attempt, expired;
+	uint32_t	 token;
+	const char	*key, *bid;
+};
+
+#define LEASE_MAX	16
+
 struct claimer {
 	struct sq		*q;
 	const struct mq_claim	*c;
@@ -214,6 +230,9 @@ struct claimer {
 	int			 n, max, changed;
 	int			 passed;	/* claim_new passed a due row */
 	int			 scanned;	/* messages claim_new looked at */
+	struct lease		 lz[LEASE_MAX];	/* leases not yet written */
+	int			 nlz;
+	int			 batch;		/* keep leases until lz is full */
 };
 
 /* A row of a delivery that is due, or of a new message. */
@@ -226,6 +245,90 @@ struct due {
 	struct sq_by	by;		/* who delivered it (a lease) */
 	struct mq_msg	m;		/* the message, read with it */
 };
+
+/*
+ * Leases kept of key (or of business id bid) for other messages than
+ * off.  They are all leased for a time to come; in claim_new, of messages
+ * before off.
+ */
+static int
+kept(const struct claimer *k, const char *key, const char *bid, int64_t off)
+{
+	const struct lease *l;
+	int n = 0;
+
+	for (l = k->lz; l < k->lz + k->nlz; l++)
+		if (l->off != off && (key ? l->key && !strcmp(l->key, key) :
+		    l->bid && !strcmp(l->bid, bid)))
+			n++;
+	return n;
+}
+
+/* The b of the largest 2^b <= n (n >= 1), at most 4. */
+static int
+rows_log2(int n)
+{
+	int b;
+
+	for (b = 4; 1 << b > n; b--)
+		;
+	return b;
+}
+
+/*
+ * Statements that write rows 2^b at a time (b = 0..4): head ends in
+ * "FROM (VALUES ", row is "(?, ...)"; the parameters the head names come
+ * first, so those of row j follow them.  A caller writes n rows with the
+ * largest that fits (rows_log2), then the rest.
+ */
+#define ROWS2(r)	r ", " r
+#define ROWS4(r)	ROWS2(r) ", " ROWS2(r)
+#define ROWS8(r)	ROWS4(r) ", " ROWS4(r)
+#define ROWS16(r)	ROWS8(r) ", " ROWS8(r)
+#define ROWS_SQL(head, r) { head r ")", head ROWS2(r) ")", \
+	head ROWS4(r) ")", head ROWS8(r) ")", head ROWS16(r) ")" }
+
+/* Writes the leases kept.  ?1-?6 are the same for all (due, who). */
+static void
+write_leases(struct claimer *k)
+{
+	static const char *const sql[] = ROWS_SQL("INSERT OR REPLACE INTO "
+	    "delivery (grp, off, state, due, attempt, expired, token, "
+	    "consumer, key, since, host, pid, bid) SELECT ?1, column1, 1, "
+	    "?2, column2, column3, column4, ?3, column5, ?4, ?5, ?6, column6 "
+	    "FROM (VALUES ", "(?, ?, ?, ?, ?, ?)");
+	const struct lease *l;
+	sqlite3_stmt *s;
+	int i = 0, j, b, p;
+
+	while (i < k->nlz) {
+		b = rows_log2(k->nlz - i);
+		s = sq_stmt(k->q, sql[b]);
+		sqlite3_bind_int64(s, 1, k->g.id);
+		sqlite3_bind_int64(s, 2, k->now + k->lease);
+		if (k->c->consumer)
+			sqlite3_bind_int64(s, 3, k->c->consumer);
+		sqlite3_bind_int64(s, 4, k->me.since);
+		sqlite3_bind_text(s, 5, k->me.host, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, k->me.pid);
+		for (j = 0; j < 1 << b; j++, i++) {
+			l = &k->lz[i];
+			p = 7 + 6 * j;
+			sqlite3_bind_int64(s, p, l->off);
+			sqlite3_bind_int(s, p + 1, l->attempt);
+			sqlite3_bind_int(s, p + 2, l->expired);
+			sqlite3_bind_int64(s, p + 3, l->token);
+			if (l->key)
+				sqlite3_bind_text(s, p + 4, l->key, -1,
+				    SQLITE_STATIC);
+			if (l->bid)
+				sqlite3_bind_text(s, p + 5, l->bid, -1,
+				    SQLITE_STATIC);
+		}
+		sq_step(k->q, s, "cannot store delivery");
+	}
+	k->nlz = 0;
+}
 
 static void
 deliver(struct claimer *k, struct due *d)
@@ -251,31 +354,16 @@ deliver(struct claimer *k, struct due *d)
 		    &k->me);
 		if (d->bid)
 			sq_consumed(q, &k->g, d->bid, d->off, k->now);
-	} else {
+	} else if (d->m.body) {
 		token = mq_token();
-		s = sq_stmt(q, "INSERT OR REPLACE INTO delivery (grp, off, "
-		    "state, due, attempt, expired, token, consumer, key, since, "
-		    "host, pid, bid) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		    "?)");
-		sqlite3_bind_int64(s, 1, k->g.id);
-		sqlite3_bind_int64(s, 2, d->off);
-		sqlite3_bind_int64(s, 3, k->now + k->lease);
-		sqlite3_bind_int(s, 4, d->attempt);
-		sqlite3_bind_int(s, 5, d->expired);
-		sqlite3_bind_int64(s, 6, token);
-		if (k->c->consumer)
-			sqlite3_bind_int64(s, 7, k->c->consumer);
-		if (d->key)
-			sqlite3_bind_text(s, 8, d->key, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 9, k->me.since);
-		sqlite3_bind_text(s, 10, k->me.host, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 11, k->me.pid);
-		if (d->bid)
-			sqlite3_bind_text(s, 12, d->bid, -1, SQLITE_STATIC);
-		sq_step(q, s, "cannot store delivery");
+		k->lz[k->nlz++] = (struct lease){ d->off, d->attempt,
+		    d->expired, token, d->key, d->bid };
+		if (!k->batch || k->nlz == LEASE_MAX)
+			write_leases(k);
 	}
 	if (!d->m.body) {
-		/* purged under a delivery: nothing left to deliver */
+		/* purged under a delivery: nothing left to deliver (the
+		   row leased or waiting goes) */
 		s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ? AND off = ?");
 		sqlite3_bind_int64(s, 1, k->g.id);
 		sqlite3_bind_int64(s, 2, d->off);
@@ -508,7 +596,8 @@ idempotent(struct claimer *k, struct due *d)
 		k->dups++;
 		return 1;
 	}
-	if (!held_by(k, BID_BUSY, d->bid, d->off))
+	if (!kept(k, NULL, d->bid, d->off) &&
+	    !held_by(k, BID_BUSY, d->bid, d->off))
 		return 0;
 	s = sq_stmt(k->q, "INSERT OR REPLACE INTO delivery (grp, off, state, "
 	    "due, attempt, expired, key, bid) VALUES (?, ?, 0, ?, ?, ?, ?, ?)");
@@ -533,17 +622,18 @@ static int
 key_full(struct claimer *k, const char *key, int64_t off)
 {
 	sqlite3_stmt *s;
-	int n = 0;
+	int n;
 
 	if (!key || !k->g.per_key || k->g.ordered)
 		return 0;
+	n = kept(k, key, NULL, off);
 	s = sq_stmt(k->q, "SELECT count(*) FROM delivery INDEXED BY "
 	    "delivery_key WHERE grp = ? AND key = ? AND state = 1 AND off != ?");
 	sqlite3_bind_int64(s, 1, k->g.id);
 	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, off);
 	if (sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW)
-		n = sqlite3_column_int(s, 0);
+		n += sqlite3_column_int(s, 0);
 	sqlite3_reset(s);
 	return n >= k->g.per_key;
 }
@@ -643,6 +733,7 @@ claim_new(struct claimer *k)
 
 	ahead = sq_int(k->q, "SELECT EXISTS (SELECT 1 FROM delivery WHERE "
 	    "grp = ? AND off >= ?)", 0, 2, k->g.id, k->pos);
+	k->batch = 1;
 	while (k->n < k->max && k->scanned < SCAN_MAX) {
 		want = k->max - k->n < 256 ? k->max - k->n : 256;
 		s = sq_stmt(k->q, ahead ? marked : plain);
@@ -690,16 +781,19 @@ claim_new(struct claimer *k)
 				continue;
 			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
-			    held_by(k, KEY_BUSY, d[i].key, d[i].off)) ||
+			    (kept(k, d[i].key, NULL, d[i].off) ||
+			    held_by(k, KEY_BUSY, d[i].key, d[i].off))) ||
 			    key_full(k, d[i].key, d[i].off))
 				hold(k, &d[i]);
 			else if (!idempotent(k, &d[i]))
 				deliver(k, &d[i]);
 		}
+		write_leases(k);	/* before their keys are freed */
 		free_due(d, n);
 		if (k->passed)
 			break;
 	}
+	k->batch = 0;
 	free(d);
 }
 
@@ -927,22 +1021,8 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	struct mq_verdict v;
 	struct sq_by a;
 	sqlite3_stmt *s;
-	char *bid;
 
 	switch (st->how) {
-	case MQ_ACK:
-		bid = NULL;
-		s = sq_stmt(q, "DELETE FROM delivery WHERE " LIVE);
-		if (!change(q, s, c, r, &a, *c->g.idem ? &bid : NULL))
-			return -1;
-		c->settled++;
-		sq_history(q, c->g.id, r->off, r->attempt, "acked", NULL, &a);
-		if (bid)	/* its duplicates waiting go as such */
-			sq_consumed(q, &c->g, bid, r->off, now);
-		if (c->g.ordered || c->g.per_key || bid)
-			sq_touch(q, c->t.id);	/* its key is free */
-		free(bid);
-		return MQ_SETTLED;
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, r->attempt, now, st->delay, st->reason, &v);
 		st->due = v.due;
@@ -1024,8 +1104,119 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 }
 
 /*
+ * Acks (n <= ACK_MAX) of one group, in three statements, not three an ack:
+ * reads their deliveries, deletes the live ones, records their history.
+ * A receipt that names no live delivery (or one another receipt of the
+ * run took) gets -1.  All is inside the write transaction, so a row read
+ * live is still live when it goes.
+ */
+#define ACK_MAX	16
+#define ACK_IN	"(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " \
+	"?15, ?16, ?17)"
+
+static void
+ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
+    int64_t now)
+{
+	static const char *const hist[] = ROWS_SQL("INSERT INTO history "
+	    "(grp, off, ts, n, attempt, event, host, pid, since, dhost, dpid) "
+	    "SELECT ?1, column1, ?2, column2, column3, 'acked', ?3, ?4, "
+	    "column4, column5, column6 FROM (VALUES ", "(?, ?, ?, ?, ?, ?)");
+	static const char *const used[] = ROWS_SQL("INSERT OR REPLACE INTO "
+	    "consumed (grp, bid, off, ts) SELECT ?1, column1, column2, ?2 "
+	    "FROM (VALUES ", "(?, ?)");
+	struct sq_by a[ACK_MAX];
+	char *bid[ACK_MAX];
+	int live[ACK_MAX];	/* st index of each delivery that goes */
+	const struct mq_receipt *r;
+	sqlite3_stmt *s;
+	int64_t off;
+	int i, j, nl = 0, nb, b, p;
+
+	s = sq_stmt(q, "SELECT off, attempt, token, since, host, pid, bid "
+	    "FROM delivery WHERE grp = ?1 AND state = 1 AND off IN " ACK_IN);
+	sqlite3_bind_int64(s, 1, c->g.id);
+	for (i = 0; i < n; i++) {
+		st[i].result = -1;
+		sqlite3_bind_int64(s, i + 2, st[i].r.off);
+	}
+	while (sq_step(q, s, "cannot read delivery") == SQLITE_ROW) {
+		off = sqlite3_column_int64(s, 0);
+		for (i = 0; i < n; i++) {
+			r = &st[i].r;
+			if (st[i].result < 0 && r->off == off && r->attempt ==
+			    sqlite3_column_int(s, 1) && r->token ==
+			    (uint32_t)sqlite3_column_int64(s, 2))
+				break;
+		}
+		if (i == n)
+			continue;	/* a stale receipt's */
+		st[i].result = MQ_SETTLED;
+		by_cols(s, 3, &a[nl]);
+		bid[nl] = *c->g.idem ? sq_text(s, 6) : NULL;
+		live[nl++] = i;
+	}
+	sqlite3_reset(s);
+	if (!nl)
+		return;
+
+	s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ?1 AND off IN "
+	    ACK_IN);
+	sqlite3_bind_int64(s, 1, c->g.id);
+	for (j = 0; j < nl; j++)
+		sqlite3_bind_int64(s, j + 2, st[live[j]].r.off);
+	sq_step(q, s, "cannot settle delivery");
+
+	for (i = 0; i < nl; i += 1 << b) {
+		b = rows_log2(nl - i);
+		s = sq_stmt(q, hist[b]);
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, now);
+		sqlite3_bind_text(s, 3, mq_hostname(), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 4, mq_pid());
+		for (j = 0; j < 1 << b; j++) {
+			r = &st[live[i + j]].r;
+			p = 5 + 6 * j;
+			sqlite3_bind_int64(s, p, r->off);
+			sqlite3_bind_int64(s, p + 1, mq_history_n());
+			sqlite3_bind_int(s, p + 2, r->attempt);
+			if (a[i + j].since) {
+				sqlite3_bind_int64(s, p + 3, a[i + j].since);
+				sqlite3_bind_text(s, p + 4, a[i + j].host, -1,
+				    SQLITE_STATIC);
+				sqlite3_bind_int64(s, p + 5, a[i + j].pid);
+			}
+		}
+		sq_step(q, s, "cannot record history");
+	}
+
+	/* their business ids, consumed: duplicates waiting go as such */
+	for (i = 0, nb = 0; i < nl; i++)
+		if (bid[i])
+			live[nb] = live[i], bid[nb++] = bid[i];
+	for (i = 0; i < nb; i += 1 << b) {
+		b = rows_log2(nb - i);
+		s = sq_stmt(q, used[b]);
+		sqlite3_bind_int64(s, 1, c->g.id);
+		sqlite3_bind_int64(s, 2, now);
+		for (j = 0; j < 1 << b; j++) {
+			sqlite3_bind_text(s, 3 + 2 * j, bid[i + j], -1,
+			    SQLITE_STATIC);
+			sqlite3_bind_int64(s, 4 + 2 * j, st[live[i + j]].r.off);
+		}
+		sq_step(q, s, "cannot store business id");
+	}
+	for (i = 0; i < nb; i++)
+		free(bid[i]);
+	c->settled += nl;
+	if (c->g.ordered || c->g.per_key || *c->g.idem)
+		sq_touch(q, c->t.id);	/* their keys are free */
+}
+
+/*
  * Settles a batch of receipts in one transaction.  A receipt that does
  * not match its delivery is stale (its message was handed out) or unknown.
+ * Acks of one group in a row go together (ack_run).
  */
 void
 sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
@@ -1034,17 +1225,32 @@ sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
 	struct gcache *gc = NULL, *c;
 	int64_t now = mq_now();
 	sqlite3_stmt *s;
-	size_t i;
-	int ngc = 0, rc;
+	size_t i, j, run;
+	int ngc = 0;
 
 	sq_begin(q);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i += run) {
 		c = group_of(q, &gc, &ngc, &st[i].r);
-		rc = c->found ? settle_one(q, c, &st[i], now) : -1;
-		if (rc < 0)	/* stale: it was handed out; unknown: never */
-			rc = c->found && st[i].r.off < c->t.next_off ?
-			    MQ_STALE : MQ_UNKNOWN;
-		st[i].result = rc;
+		run = 1;
+		if (!c->found)
+			st[i].result = -1;
+		else if (st[i].how != MQ_ACK)
+			st[i].result = settle_one(q, c, &st[i], now);
+		else {
+			while (i + run < n && run < ACK_MAX &&
+			    st[i + run].how == MQ_ACK &&
+			    !strcmp(st[i + run].r.topic, st[i].r.topic) &&
+			    !strcmp(st[i + run].r.group, st[i].r.group))
+				run++;
+			ack_run(q, c, &st[i], run, now);
+		}
+		for (j = i; j < i + run; j++) {
+			if (st[j].result >= 0)
+				continue;
+			/* stale: it was handed out; unknown: never */
+			st[j].result = c->found && st[j].r.off <
+			    c->t.next_off ? MQ_STALE : MQ_UNKNOWN;
+		}
 	}
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
