@@ -70,23 +70,32 @@ teardown() {
 	mq-lag --json t g | jtrue -s '.[0] | .in_flight == 5 and .lag == 8'
 }
 
-@test "one claim of many keys: an ordered group hands out one of each key, --per-key 2 two, the rest in order" {
-	# (a claim writes its leases 16 at a time: what it has leased and
-	# not yet written holds its key all the same)
+@test "one claim of many keys: an ordered group hands out one of each key, --per-key 1 too, --per-key 2 two; the rest in order" {
+	# (a claim writes its leases 16 at a time: the ones it has leased
+	# and not yet written hold their keys all the same, and so do the
+	# ones written)
+	local i k one='' two=''
 	mq-topic group t o --ordered >/dev/null
-	mq-topic group t p --per-key 2 >/dev/null
+	mq-topic group t p1 --per-key 1 >/dev/null
+	mq-topic group t p2 --per-key 2 >/dev/null
 	for i in 1 2 3; do
-		mq-send -q -k a t "a$i"
-		mq-send -q -k b t "b$i"
+		for k in $(seq 10 29); do
+			mq-send -q -k "k$k" t "$k.$i"
+			[ "$i" -gt 1 ] || one="$one$k.$i "
+			[ "$i" -gt 2 ] || two="$two$k.$i "
+		done
 		mq-send -q t "n$i"
+		one="${one}n$i " two="${two}n$i "
 	done
 	run -0 mq-recv -g o -n 0 --format '%b ' t
-	assert_output 'a1 b1 n1 n2 n3 '
-	run -0 mq-recv -g p -n 0 --format '%b ' t
-	assert_output 'a1 b1 n1 a2 b2 n2 n3 '
+	assert_output "$one"
+	run -0 mq-recv -g p1 -n 0 --format '%b ' t
+	assert_output "$one"
+	run -0 mq-recv -g p2 -n 0 --format '%b ' t
+	assert_output "$two"
 	run -0 sql "SELECT count(*) FROM delivery d JOIN grp g ON g.id = d.grp
-	    WHERE g.name = 'p' AND d.state = 1"
-	assert_output 7
+	    WHERE g.name = 'p2' AND d.state = 1"
+	assert_output 43
 }
 
 @test "-A in an ordered or --per-key 1 group: each auto-ack settles in the claim, so the key's next goes in it too" {

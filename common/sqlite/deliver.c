@@ -1023,6 +1023,8 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	sqlite3_stmt *s;
 
 	switch (st->how) {
+	case MQ_ACK:	/* ack_run's */
+		mq_die(MQ_EX_SOFTWARE, "an ack settled alone");
 	case MQ_FAIL:
 		mq_rule_fail(&c->g, r->attempt, now, st->delay, st->reason, &v);
 		st->due = v.due;
@@ -1104,15 +1106,38 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 }
 
 /*
- * Acks (n <= ACK_MAX) of one group, in three statements, not three an ack:
- * reads their deliveries, deletes the live ones, records their history.
- * A receipt that names no live delivery (or one another receipt of the
- * run took) gets -1.  All is inside the write transaction, so a row read
- * live is still live when it goes.
+ * Acks (n <= ACK_MAX) of one group, a few statements for all, not three
+ * an ack: one reads their live deliveries and one deletes them, both
+ * naming each receipt's offset, attempt and token; history and business
+ * ids are written 2^b rows at a time, in the order of the receipts.  A
+ * receipt that names no live delivery (or one an earlier receipt of the
+ * run took) gets -1.
  */
-#define ACK_MAX	16
-#define ACK_IN	"(?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " \
-	"?15, ?16, ?17)"
+#define ACK_MAX		16
+#define ACK_TERM	"grp = ?1 AND off = ? AND attempt = ? AND token = ?"
+#define ACK_LIVE	"state = 1 AND (" ACK_TERM " OR " ACK_TERM " OR " \
+	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
+	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
+	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
+	ACK_TERM " OR " ACK_TERM ")"
+_Static_assert(ACK_MAX == 16 && LEASE_MAX == 16, "16 terms, ROWS16");
+
+/* Binds the receipts that go (got: their indexes in st) to ACK_LIVE. */
+static void
+bind_acks(sqlite3_stmt *s, const struct gcache *c,
+    const struct mq_settle *st, const int *got, int n)
+{
+	const struct mq_receipt *r;
+	int j;
+
+	sqlite3_bind_int64(s, 1, c->g.id);
+	for (j = 0; j < n; j++) {
+		r = &st[got ? got[j] : j].r;
+		sqlite3_bind_int64(s, 2 + 3 * j, r->off);
+		sqlite3_bind_int(s, 3 + 3 * j, r->attempt);
+		sqlite3_bind_int64(s, 4 + 3 * j, r->token);
+	}
+}
 
 static void
 ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
@@ -1125,20 +1150,20 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 	static const char *const used[] = ROWS_SQL("INSERT OR REPLACE INTO "
 	    "consumed (grp, bid, off, ts) SELECT ?1, column1, column2, ?2 "
 	    "FROM (VALUES ", "(?, ?)");
-	struct sq_by a[ACK_MAX];
+	struct sq_by a[ACK_MAX], *w;	/* by receipt, as bid */
 	char *bid[ACK_MAX];
-	int live[ACK_MAX];	/* st index of each delivery that goes */
+	int got[ACK_MAX];		/* the receipts that go, in order */
 	const struct mq_receipt *r;
 	sqlite3_stmt *s;
-	int64_t off;
-	int i, j, nl = 0, nb, b, p;
+	int64_t off, ts;
+	int i, j, ng = 0, nb, b, p;
 
 	s = sq_stmt(q, "SELECT off, attempt, token, since, host, pid, bid "
-	    "FROM delivery WHERE grp = ?1 AND state = 1 AND off IN " ACK_IN);
-	sqlite3_bind_int64(s, 1, c->g.id);
+	    "FROM delivery WHERE " ACK_LIVE);
+	bind_acks(s, c, st, NULL, n);
 	for (i = 0; i < n; i++) {
 		st[i].result = -1;
-		sqlite3_bind_int64(s, i + 2, st[i].r.off);
+		bid[i] = NULL;
 	}
 	while (sq_step(q, s, "cannot read delivery") == SQLITE_ROW) {
 		off = sqlite3_column_int64(s, 0);
@@ -1150,67 +1175,72 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 				break;
 		}
 		if (i == n)
-			continue;	/* a stale receipt's */
+			continue;	/* (each row is some receipt's) */
 		st[i].result = MQ_SETTLED;
-		by_cols(s, 3, &a[nl]);
-		bid[nl] = *c->g.idem ? sq_text(s, 6) : NULL;
-		live[nl++] = i;
+		by_cols(s, 3, &a[i]);
+		if (*c->g.idem)
+			bid[i] = sq_text(s, 6);
 	}
 	sqlite3_reset(s);
-	if (!nl)
+	for (i = 0; i < n; i++)
+		if (st[i].result == MQ_SETTLED)
+			got[ng++] = i;
+	if (!ng)
 		return;
 
-	s = sq_stmt(q, "DELETE FROM delivery WHERE grp = ?1 AND off IN "
-	    ACK_IN);
-	sqlite3_bind_int64(s, 1, c->g.id);
-	for (j = 0; j < nl; j++)
-		sqlite3_bind_int64(s, j + 2, st[live[j]].r.off);
+	s = sq_stmt(q, "DELETE FROM delivery WHERE " ACK_LIVE);
+	bind_acks(s, c, st, got, ng);
 	sq_step(q, s, "cannot settle delivery");
+	if (sqlite3_changes(q->db) != ng)
+		mq_die(MQ_EX_SOFTWARE, "settled %d deliveries of %d read",
+		    sqlite3_changes(q->db), ng);
 
-	for (i = 0; i < nl; i += 1 << b) {
-		b = rows_log2(nl - i);
+	ts = mq_now();
+	for (i = 0; i < ng; i += 1 << b) {
+		b = rows_log2(ng - i);
 		s = sq_stmt(q, hist[b]);
 		sqlite3_bind_int64(s, 1, c->g.id);
-		sqlite3_bind_int64(s, 2, now);
+		sqlite3_bind_int64(s, 2, ts);
 		sqlite3_bind_text(s, 3, mq_hostname(), -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 4, mq_pid());
 		for (j = 0; j < 1 << b; j++) {
-			r = &st[live[i + j]].r;
+			r = &st[got[i + j]].r;
+			w = &a[got[i + j]];
 			p = 5 + 6 * j;
 			sqlite3_bind_int64(s, p, r->off);
 			sqlite3_bind_int64(s, p + 1, mq_history_n());
 			sqlite3_bind_int(s, p + 2, r->attempt);
-			if (a[i + j].since) {
-				sqlite3_bind_int64(s, p + 3, a[i + j].since);
-				sqlite3_bind_text(s, p + 4, a[i + j].host, -1,
+			if (w->since) {
+				sqlite3_bind_int64(s, p + 3, w->since);
+				sqlite3_bind_text(s, p + 4, w->host, -1,
 				    SQLITE_STATIC);
-				sqlite3_bind_int64(s, p + 5, a[i + j].pid);
+				sqlite3_bind_int64(s, p + 5, w->pid);
 			}
 		}
 		sq_step(q, s, "cannot record history");
 	}
+	c->settled += ng;
 
 	/* their business ids, consumed: duplicates waiting go as such */
-	for (i = 0, nb = 0; i < nl; i++)
-		if (bid[i])
-			live[nb] = live[i], bid[nb++] = bid[i];
+	for (i = nb = 0; i < ng; i++)
+		if (bid[got[i]])
+			got[nb++] = got[i];
 	for (i = 0; i < nb; i += 1 << b) {
 		b = rows_log2(nb - i);
 		s = sq_stmt(q, used[b]);
 		sqlite3_bind_int64(s, 1, c->g.id);
 		sqlite3_bind_int64(s, 2, now);
 		for (j = 0; j < 1 << b; j++) {
-			sqlite3_bind_text(s, 3 + 2 * j, bid[i + j], -1,
+			sqlite3_bind_text(s, 3 + 2 * j, bid[got[i + j]], -1,
 			    SQLITE_STATIC);
-			sqlite3_bind_int64(s, 4 + 2 * j, st[live[i + j]].r.off);
+			sqlite3_bind_int64(s, 4 + 2 * j, st[got[i + j]].r.off);
 		}
 		sq_step(q, s, "cannot store business id");
 	}
-	for (i = 0; i < nb; i++)
+	for (i = 0; i < n; i++)
 		free(bid[i]);
-	c->settled += nl;
-	if (c->g.ordered || c->g.per_key || *c->g.idem)
-		sq_touch(q, c->t.id);	/* their keys are free */
+	if (c->g.ordered || c->g.per_key || nb)
+		sq_touch(q, c->t.id);	/* their keys (or ids) are free */
 }
 
 /*
