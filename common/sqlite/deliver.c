@@ -506,50 +506,48 @@ sq_consumed(struct sq *q, const struct mq_group *g, const char *bid,
 	sq_step(q, s, "cannot store business id");
 }
 
-/* The offset that settled bid inside the window, else 0. */
+/*
+ * What the group knows of a business id, in one look: the offset that
+ * settled it inside the window (the result; 0: none), and whether another
+ * delivery of it is leased for a time to come (*busy).
+ */
 static int64_t
-consumed_at(struct claimer *k, const char *bid)
+bid_seen(struct claimer *k, const struct due *d, int *busy)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, "SELECT off FROM consumed "
-	    "WHERE grp = ? AND bid = ? AND ts > ?");
-	int64_t off = 0;
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT (SELECT off FROM consumed "
+	    "WHERE grp = ?1 AND bid = ?2 AND ts > ?3), EXISTS (SELECT 1 FROM "
+	    "delivery INDEXED BY delivery_bid WHERE grp = ?1 AND bid = ?2 AND "
+	    "state = 1 AND due > ?4 AND off != ?5)");
+	int64_t off;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
-	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, d->bid, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, k->now - k->g.idem_window);
-	if (sq_step(k->q, s, "cannot read business ids") == SQLITE_ROW)
-		off = sqlite3_column_int64(s, 0);
+	sqlite3_bind_int64(s, 4, k->now);
+	sqlite3_bind_int64(s, 5, d->off);
+	sq_step(k->q, s, "cannot read business ids");
+	off = sqlite3_column_int64(s, 0);
+	*busy = sqlite3_column_int(s, 1);
 	sqlite3_reset(s);
 	return off;
 }
 
-/*
- * 1 when the look-up sql finds another delivery of the group (?1) that
- * holds back the message at off (?4): one of its business id or key (?2)
- * at this time (?3).
- */
+/* An earlier message of key than off is unsettled (an ordered group). */
 static int
-held_by(struct claimer *k, const char *sql, const char *id, int64_t off)
+key_held(struct claimer *k, const char *key, int64_t off)
 {
-	sqlite3_stmt *s = sq_stmt(k->q, sql);
-	int busy;
+	sqlite3_stmt *s = sq_stmt(k->q, "SELECT 1 FROM delivery INDEXED BY "
+	    "delivery_key WHERE grp = ? AND key = ? AND state < 2 AND off < ? "
+	    "LIMIT 1");
+	int held;
 
 	sqlite3_bind_int64(s, 1, k->g.id);
-	sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, k->now);
-	sqlite3_bind_int64(s, 4, off);
-	busy = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
+	sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, off);
+	held = sq_step(k->q, s, "cannot read deliveries") == SQLITE_ROW;
 	sqlite3_reset(s);
-	return busy;
+	return held;
 }
-
-/* Another delivery of bid is leased, and its lease has not run out. */
-#define BID_BUSY "SELECT 1 FROM delivery INDEXED BY delivery_bid WHERE " \
-	"grp = ?1 AND bid = ?2 AND state = 1 AND due > ?3 AND off != ?4 " \
-	"LIMIT 1"
-/* An earlier message of the key is unsettled (an ordered group). */
-#define KEY_BUSY "SELECT 1 FROM delivery INDEXED BY delivery_key WHERE " \
-	"grp = ?1 AND key = ?2 AND state < 2 AND off < ?4 LIMIT 1"
 
 /*
  * Settled with no delivery (its row goes, if it has one): a duplicate,
@@ -585,19 +583,19 @@ idempotent(struct claimer *k, struct due *d)
 	sqlite3_stmt *s;
 	char why[48];
 	int64_t first;
+	int busy;
 
 	if (!*k->g.idem || (!d->bid && !(d->bid = mq_business_id(k->g.idem,
 	    &d->m, d->dedup))))
 		return 0;
-	if ((first = consumed_at(k, d->bid))) {
+	if ((first = bid_seen(k, d, &busy))) {
 		snprintf(why, sizeof why, "duplicate of #%lld",
 		    (long long)first);
 		settle_undelivered(k, d, d->attempt, "duplicate", why);
 		k->dups++;
 		return 1;
 	}
-	if (!kept(k, NULL, d->bid, d->off) &&
-	    !held_by(k, BID_BUSY, d->bid, d->off))
+	if (!busy && !kept(k, NULL, d->bid, d->off))
 		return 0;
 	s = sq_stmt(k->q, "INSERT OR REPLACE INTO delivery (grp, off, state, "
 	    "due, attempt, expired, key, bid) VALUES (?, ?, 0, ?, ?, ?, ?, ?)");
@@ -782,7 +780,7 @@ claim_new(struct claimer *k)
 			}
 			if (d[i].m.due > k->now || (k->g.ordered && d[i].key &&
 			    (kept(k, d[i].key, NULL, d[i].off) ||
-			    held_by(k, KEY_BUSY, d[i].key, d[i].off))) ||
+			    key_held(k, d[i].key, d[i].off))) ||
 			    key_full(k, d[i].key, d[i].off))
 				hold(k, &d[i]);
 			else if (!idempotent(k, &d[i]))
