@@ -328,3 +328,26 @@ mq-ack: stale receipt ${rs[0]}: nothing changed"
 	    AND dpid > 0"
 	assert_output '40|40|1|40'
 }
+
+@test "receipts of two groups taken in turns, one of them twice: each group's acks settle, each once" {
+	# (SQLite gathers a group's acks past the other group's receipts)
+	local a b i
+	seq 20 | mq-send -q t
+	mapfile -t a < <(mq-recv -g ga -n 0 --format '%r\n' t)
+	mapfile -t b < <(mq-recv -g gb -n 0 --format '%r\n' t)
+	assert_equal "${#a[@]} ${#b[@]}" "20 20"
+	for i in $(seq 0 19); do
+		printf '%s\n%s\n' "${a[i]}" "${b[i]}"
+		[ "$i" != 9 ] || printf '%s\n' "${a[3]}"
+	done >turns
+	run -1 --separate-stderr mq-ack <turns
+	assert_equal "$stderr" "mq-ack: stale receipt ${a[3]}: nothing changed"
+	run -0 sql 'SELECT count(*) FROM delivery'
+	assert_output 0
+	run -0 sql "SELECT name, settled FROM grp WHERE name LIKE 'g_' ORDER BY name"
+	assert_output "ga|20
+gb|20"
+	run -0 sql "SELECT count(*), count(DISTINCT grp || ':' || off) FROM history
+	    WHERE event = 'acked'"
+	assert_output '40|40'
+}

@@ -1120,17 +1120,17 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	ACK_TERM " OR " ACK_TERM ")"
 _Static_assert(ACK_MAX == 16 && LEASE_MAX == 16, "16 terms, ROWS16");
 
-/* Binds the receipts that go (got: their indexes in st) to ACK_LIVE. */
+/* Binds the receipts that go (got: their indexes in ack) to ACK_LIVE. */
 static void
 bind_acks(sqlite3_stmt *s, const struct gcache *c,
-    const struct mq_settle *st, const int *got, int n)
+    struct mq_settle *const *ack, const int *got, int n)
 {
 	const struct mq_receipt *r;
 	int j;
 
 	sqlite3_bind_int64(s, 1, c->g.id);
 	for (j = 0; j < n; j++) {
-		r = &st[got ? got[j] : j].r;
+		r = &ack[got ? got[j] : j]->r;
 		sqlite3_bind_int64(s, 2 + 3 * j, r->off);
 		sqlite3_bind_int(s, 3 + 3 * j, r->attempt);
 		sqlite3_bind_int64(s, 4 + 3 * j, r->token);
@@ -1138,7 +1138,7 @@ bind_acks(sqlite3_stmt *s, const struct gcache *c,
 }
 
 static void
-ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
+ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
     int64_t now)
 {
 	static const char *const hist[] = ROWS_SQL("INSERT INTO history "
@@ -1158,36 +1158,36 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 
 	s = sq_stmt(q, "SELECT off, attempt, token, since, host, pid, bid "
 	    "FROM delivery WHERE " ACK_LIVE);
-	bind_acks(s, c, st, NULL, n);
+	bind_acks(s, c, ack, NULL, n);
 	for (i = 0; i < n; i++) {
-		st[i].result = -1;
+		ack[i]->result = -1;
 		bid[i] = NULL;
 	}
 	while (sq_step(q, s, "cannot read delivery") == SQLITE_ROW) {
 		off = sqlite3_column_int64(s, 0);
 		for (i = 0; i < n; i++) {
-			r = &st[i].r;
-			if (st[i].result < 0 && r->off == off && r->attempt ==
+			r = &ack[i]->r;
+			if (ack[i]->result < 0 && r->off == off && r->attempt ==
 			    sqlite3_column_int(s, 1) && r->token ==
 			    (uint32_t)sqlite3_column_int64(s, 2))
 				break;
 		}
 		if (i == n)
 			continue;	/* (each row is some receipt's) */
-		st[i].result = MQ_SETTLED;
+		ack[i]->result = MQ_SETTLED;
 		by_cols(s, 3, &a[i]);
 		if (*c->g.idem)
 			bid[i] = sq_text(s, 6);
 	}
 	sqlite3_reset(s);
 	for (i = 0; i < n; i++)
-		if (st[i].result == MQ_SETTLED)
+		if (ack[i]->result == MQ_SETTLED)
 			got[ng++] = i;
 	if (!ng)
 		return;
 
 	s = sq_stmt(q, "DELETE FROM delivery WHERE " ACK_LIVE);
-	bind_acks(s, c, st, got, ng);
+	bind_acks(s, c, ack, got, ng);
 	sq_step(q, s, "cannot settle delivery");
 	if (sqlite3_changes(q->db) != ng)
 		mq_die(MQ_EX_SOFTWARE, "settled %d deliveries of %d read",
@@ -1202,7 +1202,7 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 		sqlite3_bind_text(s, 3, mq_hostname(), -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 4, mq_pid());
 		for (j = 0; j < 1 << b; j++) {
-			r = &st[got[i + j]].r;
+			r = &ack[got[i + j]]->r;
 			w = &a[got[i + j]];
 			p = 5 + 6 * j;
 			sqlite3_bind_int64(s, p, r->off);
@@ -1231,7 +1231,7 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 		for (j = 0; j < 1 << b; j++) {
 			sqlite3_bind_text(s, 3 + 2 * j, bid[got[i + j]], -1,
 			    SQLITE_STATIC);
-			sqlite3_bind_int64(s, 4 + 2 * j, st[got[i + j]].r.off);
+			sqlite3_bind_int64(s, 4 + 2 * j, ack[got[i + j]]->r.off);
 		}
 		sq_step(q, s, "cannot store business id");
 	}
@@ -1244,42 +1244,57 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *st, int n,
 /*
  * Settles a batch of receipts in one transaction.  A receipt that does
  * not match its delivery is stale (its message was handed out) or unknown.
- * Acks of one group in a row go together (ack_run).
+ * The acks of a group go together (ack_run): an ack, and those of its
+ * group after it up to one of the group's that is not an ack, passing
+ * by other groups' receipts (which change other rows).
  */
+#define UNSEEN	(-2)	/* a result not yet known */
+
 void
 sq_settle(struct mq *mq, struct mq_settle *st, size_t n)
 {
 	struct sq *q = SQ(mq);
 	struct gcache *gc = NULL, *c;
+	struct mq_settle *run[ACK_MAX];
 	int64_t now = mq_now();
 	sqlite3_stmt *s;
-	size_t i, j, run;
-	int ngc = 0;
+	size_t i, j;
+	int ngc = 0, nrun, k, *gi = mq_array(NULL, n ? n : 1, sizeof *gi);
 
 	sq_begin(q);
-	for (i = 0; i < n; i += run) {
-		c = group_of(q, &gc, &ngc, &st[i].r);
-		run = 1;
+	for (i = 0; i < n; i++) {
+		st[i].result = UNSEEN;
+		gi[i] = (int)(group_of(q, &gc, &ngc, &st[i].r) - gc);
+	}
+	for (i = 0; i < n; i++) {
+		if (st[i].result != UNSEEN)
+			continue;
+		c = &gc[gi[i]];
+		run[0] = &st[i];
+		nrun = 1;
 		if (!c->found)
 			st[i].result = -1;
 		else if (st[i].how != MQ_ACK)
 			st[i].result = settle_one(q, c, &st[i], now);
 		else {
-			while (i + run < n && run < ACK_MAX &&
-			    st[i + run].how == MQ_ACK &&
-			    !strcmp(st[i + run].r.topic, st[i].r.topic) &&
-			    !strcmp(st[i + run].r.group, st[i].r.group))
-				run++;
-			ack_run(q, c, &st[i], run, now);
+			for (j = i + 1; j < n && nrun < ACK_MAX; j++) {
+				if (gi[j] != gi[i] || st[j].result != UNSEEN)
+					continue;
+				if (st[j].how != MQ_ACK)
+					break;
+				run[nrun++] = &st[j];
+			}
+			ack_run(q, c, run, nrun, now);
 		}
-		for (j = i; j < i + run; j++) {
-			if (st[j].result >= 0)
+		for (k = 0; k < nrun; k++) {
+			if (run[k]->result >= 0)
 				continue;
 			/* stale: it was handed out; unknown: never */
-			st[j].result = c->found && st[j].r.off <
+			run[k]->result = c->found && run[k]->r.off <
 			    c->t.next_off ? MQ_STALE : MQ_UNKNOWN;
 		}
 	}
+	free(gi);
 	for (i = 0; i < (size_t)ngc; i++) {
 		c = &gc[i];
 		if (!c->settled && !c->failed && !c->dead)
