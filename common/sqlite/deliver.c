@@ -208,6 +208,8 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
  * indexes once a statement, not once a row.  What it reads in between
  * counts them itself (kept()): a key or business id they hold.  key and
  * bid point into the struct due, which lives until they are written.
+ * claim_due writes each lease at once: its leases replace rows that are
+ * there already, which kept() would count a second time.
  */
 struct lease {
 	int64_t		 off;
@@ -1105,11 +1107,11 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 
 /*
  * Acks (n <= ACK_MAX) of one group, a few statements for all, not three
- * an ack: one reads their live deliveries and one deletes them, both
- * naming each receipt's offset, attempt and token; history and business
- * ids are written 2^b rows at a time, in the order of the receipts.  A
- * receipt that names no live delivery (or one an earlier receipt of the
- * run took) gets -1.
+ * an ack: one deletes their live deliveries, naming each receipt's
+ * offset, attempt and token, and returns who delivered them; history and
+ * business ids are written 2^b rows at a time, in the order of the
+ * receipts.  A receipt that names no live delivery (or one an earlier
+ * receipt of the run took) gets -1.
  */
 #define ACK_MAX		16
 #define ACK_TERM	"grp = ?1 AND off = ? AND attempt = ? AND token = ?"
@@ -1120,17 +1122,17 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
 	ACK_TERM " OR " ACK_TERM ")"
 _Static_assert(ACK_MAX == 16 && LEASE_MAX == 16, "16 terms, ROWS16");
 
-/* Binds the receipts that go (got: their indexes in ack) to ACK_LIVE. */
+/* Binds the receipts to ACK_LIVE. */
 static void
 bind_acks(sqlite3_stmt *s, const struct gcache *c,
-    struct mq_settle *const *ack, const int *got, int n)
+    struct mq_settle *const *ack, int n)
 {
 	const struct mq_receipt *r;
 	int j;
 
 	sqlite3_bind_int64(s, 1, c->g.id);
 	for (j = 0; j < n; j++) {
-		r = &ack[got ? got[j] : j]->r;
+		r = &ack[j]->r;
 		sqlite3_bind_int64(s, 2 + 3 * j, r->off);
 		sqlite3_bind_int(s, 3 + 3 * j, r->attempt);
 		sqlite3_bind_int64(s, 4 + 3 * j, r->token);
@@ -1156,14 +1158,14 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
 	int64_t off, ts;
 	int i, j, ng = 0, nb, b, p;
 
-	s = sq_stmt(q, "SELECT off, attempt, token, since, host, pid, bid "
-	    "FROM delivery WHERE " ACK_LIVE);
-	bind_acks(s, c, ack, NULL, n);
+	s = sq_stmt(q, "DELETE FROM delivery WHERE " ACK_LIVE " RETURNING "
+	    "off, attempt, token, since, host, pid, bid");
+	bind_acks(s, c, ack, n);
 	for (i = 0; i < n; i++) {
 		ack[i]->result = -1;
 		bid[i] = NULL;
 	}
-	while (sq_step(q, s, "cannot read delivery") == SQLITE_ROW) {
+	while (sq_step(q, s, "cannot settle delivery") == SQLITE_ROW) {
 		off = sqlite3_column_int64(s, 0);
 		for (i = 0; i < n; i++) {
 			r = &ack[i]->r;
@@ -1185,13 +1187,6 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
 			got[ng++] = i;
 	if (!ng)
 		return;
-
-	s = sq_stmt(q, "DELETE FROM delivery WHERE " ACK_LIVE);
-	bind_acks(s, c, ack, got, ng);
-	sq_step(q, s, "cannot settle delivery");
-	if (sqlite3_changes(q->db) != ng)
-		mq_die(MQ_EX_SOFTWARE, "settled %d deliveries of %d read",
-		    sqlite3_changes(q->db), ng);
 
 	ts = mq_now();
 	for (i = 0; i < ng; i += 1 << b) {

@@ -14,6 +14,10 @@
 
 #include <sqlite3.h>
 
+#if SQLITE_VERSION_NUMBER < 3035000
+#error "mq needs SQLite 3.35 or later (DELETE ... RETURNING)"
+#endif
+
 #include "../backend.h"
 
 #define SQ_NSTMT	128
