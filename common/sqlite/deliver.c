@@ -332,6 +332,34 @@ write_leases(struct claimer *k)
 	k->nlz = 0;
 }
 
+/*
+ * Acked business ids, remembered for the group's window: bid[i] settled
+ * at off[i], n of them.
+ */
+static void
+consumed_rows(struct sq *q, const struct mq_group *g, char *const *bid,
+    const int64_t *off, int n, int64_t now)
+{
+	static const char *const sql[] = ROWS_SQL("INSERT OR REPLACE INTO "
+	    "consumed (grp, bid, off, ts) SELECT ?1, column1, column2, ?2 "
+	    "FROM (VALUES ", "(?, ?)");
+	sqlite3_stmt *s;
+	int i, j, b;
+
+	for (i = 0; i < n; i += 1 << b) {
+		b = rows_log2(n - i);
+		s = sq_stmt(q, sql[b]);
+		sqlite3_bind_int64(s, 1, g->id);
+		sqlite3_bind_int64(s, 2, now);
+		for (j = 0; j < 1 << b; j++) {
+			sqlite3_bind_text(s, 3 + 2 * j, bid[i + j], -1,
+			    SQLITE_STATIC);
+			sqlite3_bind_int64(s, 4 + 2 * j, off[i + j]);
+		}
+		sq_step(q, s, "cannot store business id");
+	}
+}
+
 static void
 deliver(struct claimer *k, struct due *d)
 {
@@ -355,7 +383,7 @@ deliver(struct claimer *k, struct due *d)
 		sq_history(q, k->g.id, d->off, d->attempt, "acked", "auto-ack",
 		    &k->me);
 		if (d->bid)
-			sq_consumed(q, &k->g, d->bid, d->off, k->now);
+			consumed_rows(q, &k->g, &d->bid, &d->off, 1, k->now);
 	} else if (d->m.body) {
 		token = mq_token();
 		k->lz[k->nlz++] = (struct lease){ d->off, d->attempt,
@@ -492,21 +520,6 @@ due_rows(struct claimer *k, struct due *d, int max)
 }
 
 /* idempotent consumption (--idempotent-by) */
-
-/* An acked business id: remembered for the group's window. */
-void
-sq_consumed(struct sq *q, const struct mq_group *g, const char *bid,
-    int64_t off, int64_t now)
-{
-	sqlite3_stmt *s = sq_stmt(q, "INSERT OR REPLACE INTO consumed "
-	    "(grp, bid, off, ts) VALUES (?, ?, ?, ?)");
-
-	sqlite3_bind_int64(s, 1, g->id);
-	sqlite3_bind_text(s, 2, bid, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 3, off);
-	sqlite3_bind_int64(s, 4, now);
-	sq_step(q, s, "cannot store business id");
-}
 
 /*
  * What the group knows of a business id, in one look: the offset that
@@ -1115,11 +1128,9 @@ settle_one(struct sq *q, struct gcache *c, struct mq_settle *st, int64_t now)
  */
 #define ACK_MAX		16
 #define ACK_TERM	"grp = ?1 AND off = ? AND attempt = ? AND token = ?"
-#define ACK_LIVE	"state = 1 AND (" ACK_TERM " OR " ACK_TERM " OR " \
-	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
-	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
-	ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " ACK_TERM " OR " \
-	ACK_TERM " OR " ACK_TERM ")"
+#define OR2(t)		t " OR " t
+#define OR16(t)		OR2(OR2(OR2(OR2(t))))
+#define ACK_LIVE	"state = 1 AND (" OR16(ACK_TERM) ")"
 _Static_assert(ACK_MAX == 16 && LEASE_MAX == 16, "16 terms, ROWS16");
 
 /* Binds the receipts to ACK_LIVE. */
@@ -1147,11 +1158,9 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
 	    "(grp, off, ts, n, attempt, event, host, pid, since, dhost, dpid) "
 	    "SELECT ?1, column1, ?2, column2, column3, 'acked', ?3, ?4, "
 	    "column4, column5, column6 FROM (VALUES ", "(?, ?, ?, ?, ?, ?)");
-	static const char *const used[] = ROWS_SQL("INSERT OR REPLACE INTO "
-	    "consumed (grp, bid, off, ts) SELECT ?1, column1, column2, ?2 "
-	    "FROM (VALUES ", "(?, ?)");
 	struct sq_by a[ACK_MAX], *w;	/* by receipt, as bid */
-	char *bid[ACK_MAX];
+	char *bid[ACK_MAX], *ids[ACK_MAX];
+	int64_t offs[ACK_MAX];
 	int got[ACK_MAX];		/* the receipts that go, in order */
 	const struct mq_receipt *r;
 	sqlite3_stmt *s;
@@ -1216,20 +1225,11 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
 
 	/* their business ids, consumed: duplicates waiting go as such */
 	for (i = nb = 0; i < ng; i++)
-		if (bid[got[i]])
-			got[nb++] = got[i];
-	for (i = 0; i < nb; i += 1 << b) {
-		b = rows_log2(nb - i);
-		s = sq_stmt(q, used[b]);
-		sqlite3_bind_int64(s, 1, c->g.id);
-		sqlite3_bind_int64(s, 2, now);
-		for (j = 0; j < 1 << b; j++) {
-			sqlite3_bind_text(s, 3 + 2 * j, bid[got[i + j]], -1,
-			    SQLITE_STATIC);
-			sqlite3_bind_int64(s, 4 + 2 * j, ack[got[i + j]]->r.off);
+		if (bid[got[i]]) {
+			ids[nb] = bid[got[i]];
+			offs[nb++] = ack[got[i]]->r.off;
 		}
-		sq_step(q, s, "cannot store business id");
-	}
+	consumed_rows(q, &c->g, ids, offs, nb, now);
 	for (i = 0; i < n; i++)
 		free(bid[i]);
 	if (c->g.ordered || c->g.per_key || nb)

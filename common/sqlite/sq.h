@@ -151,8 +151,6 @@ struct sq_by {			/* who delivered an attempt, and when */
 	int64_t		since, pid;
 	char		host[256];
 };
-void	 sq_consumed(struct sq *, const struct mq_group *, const char *bid,
-	    int64_t off, int64_t now);
 void	 sq_history(struct sq *, int64_t grp, int64_t off, int attempt,
 	    const char *event, const char *reason, const struct sq_by *);
 int64_t	 sq_release(struct sq *, int64_t consumer, int64_t now);
