@@ -520,17 +520,19 @@ hot_journal() {
 
 @test "one message a commit: the WAL starts over after a checkpoint, and stays near 1,000 frames" {
 	mq-send t first >/dev/null
+	local i off pid in out
 	coproc SEND { mq-send t 2>&1; }
-	echo "$SEND_PID" >>"$BATS_TEST_TMPDIR/pids"
-	local i off
+	# (bash unsets SEND_PID and SEND once the coprocess has exited: kept
+	# before it can)
+	pid=$SEND_PID in=${SEND[1]} out=${SEND[0]}
+	echo "$pid" >>"$BATS_TEST_TMPDIR/pids"
 	for ((i = 1; i <= 2000; i++)); do
-		echo "message $i" >&"${SEND[1]}"
-		read -r -t 30 off <&"${SEND[0]}" || fail "no offset for message $i"
+		echo "message $i" >&"$in"
+		read -r -t 30 off <&"$out" || fail "no offset for message $i"
 		[ "$off" = $((i + 1)) ] || fail "message $i: $off"
 	done
-	local in=${SEND[1]}
 	exec {in}>&-
-	wait "$SEND_PID"
+	wait "$pid" || fail "mq-send exited $?"
 	# each commit writes two frames or three: some 4,000 in all, so
 	# checkpoints every 1,000 frames restart the WAL three times at least
 	local page frames
