@@ -37,6 +37,27 @@ ready() {
 	    awk '$1 == 2' | wc -l)" -eq "$1" ]
 }
 
+# in_flock PID: PID waits in flock(2).
+in_flock() {
+	grep -q locks_lock_inode_wait "/proc/$1/wchan"
+}
+
+# let_go: lets go of the queue this test holds (descriptor lk), and waits
+# for the senders pids[]: the second exits 65, too big for topic a, with
+# one line that says so; the others 0.
+let_go() {
+	local n
+	flock -u "$lk"
+	exec {lk}>&-
+	for n in $(seq "${#pids[@]}"); do
+		finish "${pids[n - 1]}" 60
+		[ "$ST" = "$([ "$n" = 2 ] && echo 65 || echo 0)" ] ||
+		    fail "mq-send $n exited $ST: $(cat "out.$n" 2>/dev/null)"
+	done
+	grep -q 'over the size limit of 8 bytes of topic a' out.2 ||
+	    fail "out.2: $(cat out.2)"
+}
+
 # queue_held: some process holds the writer queue.
 queue_held() {
 	! flock -n "$MQ_DB-mq" true
@@ -227,18 +248,9 @@ sends_past_leader() {
 	# slots only try every 20ms): it takes all six slots
 	bg out.7 mq-send b h1 h2
 	local holder=$BG
-	in_flock() { grep -q locks_lock_inode_wait "/proc/$holder/wchan"; }
-	wait_for 60 in_flock
-	flock -u "$lk"
-	exec {lk}>&-
+	wait_for 60 in_flock "$holder"
 	pids+=("$holder")
-	for n in 1 2 3 4 5 6 7; do
-		finish "${pids[n - 1]}" 60
-		[ "$ST" = "$([ "$n" = 2 ] && echo 65 || echo 0)" ] ||
-		    fail "mq-send $n exited $ST: $(cat "out.$n" 2>/dev/null)"
-	done
-	grep -q 'over the size limit of 8 bytes of topic a' out.2 ||
-	    fail "out.2: $(cat out.2)"
+	let_go
 	for k in 1:a:small 3:b:x 4:b:y 5:b:z 6:b:w; do
 		IFS=: read -r n t body <<<"$k"
 		run -0 sql "SELECT CAST(m.body AS TEXT) FROM msg m JOIN topic t
@@ -258,6 +270,45 @@ sends_past_leader() {
 		# (an owner's look came first: it held the queue, took the
 		# others' slots, the two-message send came after)
 		assert_equal "$(u32 60)" $((c0 + 4))
+	fi
+	ready 0
+	db_intact
+}
+
+@test "a holder's one message takes along the slots of its topic and key in its own append; a slot too big for the topic is refused, not the holder's" {
+	export MQ_BUSY_TIMEOUT=120s
+	mq-topic create a max-size=8 >/dev/null
+	exec {lk}>>"$MQ_DB-mq"
+	flock -x "$lk"
+	c0=$(u32 60)
+	local k n pids=()
+	n=0
+	for k in "a small" "a far-too-big-for-a" "-k k1 a x"; do
+		# shellcheck disable=SC2086 # options, topic and body
+		bg "out.$((++n))" mq-send $k
+		pids+=("$BG")
+		wait_for 60 ready "$n"
+	done
+	# a send with a dedup id takes no slot: it waits in flock(2) and is
+	# handed the queue as we let go (see the test above)
+	bg out.4 mq-send --dedup d1 a h
+	local holder=$BG
+	wait_for 60 in_flock "$holder"
+	pids+=("$holder")
+	let_go
+	for k in 1:small: 3:x:k1 4:h:; do
+		IFS=: read -r n body key <<<"$k"
+		run -0 sql "SELECT CAST(body AS TEXT), coalesce(key, '') FROM msg
+		    WHERE off = $(cat "out.$n")"
+		assert_output "$body|$key"
+	done
+	run -0 sql "SELECT next_off, msgs FROM topic WHERE name = 'a'"
+	assert_output '4|3'
+	if [ "$(cat out.4)" = 1 ]; then
+		# it held the queue first: small joined its append, right after
+		# it; x (another key) came in a run of its own
+		assert_equal "$(cat out.1) $(cat out.3)" "2 3"
+		assert_equal "$(u32 60)" $((c0 + 2))
 	fi
 	ready 0
 	db_intact

@@ -216,6 +216,24 @@ ago"
 	assert_equal "$(msgs)" 2
 }
 
+@test "--dedup-field over a batch of 40 lines, ids repeating across its statements of 16 rows: each id's first line stored once, in order" {
+	local i want=
+	for i in $(seq 40); do
+		printf 'k%d\tb%d\n' $((i % 17)) "$i"
+		want+="$(( (i - 1) % 17 + 1 ))"$'\n'
+	done >in
+	run -0 mq-send --dedup-field 1 -k key t <in
+	assert_output "${want%$'\n'}"
+	run -0 sql "SELECT off, $(txt body), dedup, key FROM msg ORDER BY off"
+	want=
+	for i in $(seq 17); do
+		want+="$i|k$((i % 17))	b$i|k$((i % 17))|key"$'\n'
+	done
+	assert_output "${want%$'\n'}"
+	run -0 sql "SELECT next_off, msgs FROM topic WHERE name = 't'"
+	assert_output '18|17'
+}
+
 @test "--dedup-field takes the id from a field of each line" {
 	run -0 mq-send --dedup-field 1 t < <(printf 'x\tone\ny\ttwo\nx\tthree\n')
 	assert_output "1

@@ -5,12 +5,15 @@
  * or so, most of it spent on what every transaction pays once: the
  * locks, the pages another process changed read again, the frames
  * written.  A message costs a microsecond or two of that.  So an mq-send
- * that finds the queue held does not wait its turn: it leaves its message
- * in a slot of the -mq file, and whoever holds the queue and appends
- * takes every slot waiting there into its own transaction before it
- * commits (flat combining).  The owner sleeps on the slot, wakes with the
- * offset and the number of the commit that stored it, and waits for that
- * commit to be durable as if it were its own.
+ * of one message leaves it in a slot of the -mq file, then tries the
+ * queue: held, it does not wait its turn, as whoever holds the queue and
+ * appends takes every slot waiting there into its own transaction before
+ * it commits (flat combining); free, it takes the slot back and goes the
+ * ordinary way.  The owner sleeps on the slot, wakes with the offset and
+ * the number of the commit that stored it, and waits for that commit to
+ * be durable as if it were its own.  Slots of the holder's own topic and
+ * key join its own append when they can (sq_comb_join): one statement
+ * for them all.
  *
  * Only what needs nothing but a topic and a body (and a key) goes into a
  * slot: one message, no dedup id, no delay, no headers, to a topic that
@@ -36,9 +39,12 @@
  *   reported as sent.)
  * - The owner sleeps with a short limit and, whenever it wakes with its
  *   slot not settled, tries the queue itself: getting it means nobody
- *   holds it, so the slot is READY (a holder that does not append left
- *   it) or TAKEN by one that died; it settles it and goes on.  A holder
- *   that leaves the queue wakes the owners of READY slots.
+ *   holds it, so the slot is READY (nobody came, or a holder that does
+ *   not append left it), settled by a holder that has left, or TAKEN by
+ *   one that died; it settles it and goes on.  A holder that leaves the
+ *   queue wakes the owners of READY slots.
+ * - A holder reads a slot only once it has taken it: one it took that
+ *   turns out not to join its append goes back to READY.
  * - An owner that gives up (the busy timeout) takes its slot back from
  *   READY; if a holder took it first it waits for the answer.
  * - A slot whose owner died is reused by the next owner that needs one;
@@ -181,11 +187,7 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 	    r->len > COMB_BODY ||
 	    klen > COMB_KEY || (tlen = strlen(a->topic)) > MQ_NAME_MAX)
 		return 0;
-	if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
-		q->queued = 1;	/* free: the ordinary way, combining others */
-		return 0;
-	}
-	if (errno != EWOULDBLOCK || (i = slot_get(q)) < 0)
+	if ((i = slot_get(q)) < 0)
 		return 0;
 	c = &q->shm->comb[i];
 	memcpy(c->topic, a->topic, tlen + 1);
@@ -215,8 +217,10 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 			return 0;
 		}
 		/*
-		 * The queue free: nobody took it, or its taker is gone (a
-		 * live one holds the queue until it has settled the slot).
+		 * The queue free: nobody took it (the first time round, the
+		 * common case with one writer: the ordinary way, combining
+		 * others), or its taker is gone (a live one holds the queue
+		 * until it has settled the slot).
 		 */
 		if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
 			q->queued = 1;
@@ -228,6 +232,8 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 			sq_queue_leave(q);
 			continue;
 		}
+		if (errno != EWOULDBLOCK)
+			mq_die(MQ_EX_IOERR, "cannot lock %s-mq:", q->base.path);
 		if (mq_now() - start >= q->busy_ms &&
 		    move(q, i, COMB_READY, COMB_FILLING)) {
 			slot_free(q, i);
@@ -328,6 +334,65 @@ take_run(struct sq *q, const int *in, int n)
 		q->shm->comb[in[k]].off = s[k].off;
 		q->taken[q->ntaken++] = in[k];
 	}
+	ADD(&q->shm->combined, (uint32_t)n);
+}
+
+/* Slot c's message can join an append a to topic t. */
+static int
+joins(const struct sq_comb *c, const struct mq_append *a,
+    const struct mq_topic *t)
+{
+	return !strcmp(c->topic, a->topic) && c->haskey == (a->key != NULL) &&
+	    (!a->key || !strcmp(c->key, a->key)) &&
+	    (int64_t)c->len <= t->max_size;
+}
+
+/*
+ * The queue holder's own append of one message, with none of delay,
+ * headers, ttl or --replace, to topic t: the READY slots of the same topic
+ * and key whose bodies t takes join it, as r[0..) (room for max): one look
+ * at the topic, one change of its counters, one statement for them all.
+ * Returns how many joined; sq_comb_joined gives them their offsets.
+ */
+int
+sq_comb_join(struct sq *q, const struct mq_append *a, const struct mq_topic *t,
+    struct mq_rec *r, int max)
+{
+	struct sq_comb *c;
+	int i, n = 0;
+
+	if (!q->shm_rw || q->sync != SQ_GROUP || a->delay >= 0 || a->at >= 0 ||
+	    a->replace || a->ttl || a->headers)
+		return 0;
+	for (i = 0; i < NCOMB && n < max; i++) {
+		c = &q->shm->comb[i];
+		/* a look first; once taken, the slot is ours to read: its
+		   owner may have taken it back and filled it anew meanwhile */
+		if (LOAD(state_of(q, i)) != COMB_READY || !joins(c, a, t) ||
+		    !move(q, i, COMB_READY, COMB_TAKEN))
+			continue;
+		if (!joins(c, a, t)) {
+			STORE(state_of(q, i), COMB_READY);
+			continue;
+		}
+		STORE(&c->taker, me());
+		r[n].body = c->body;
+		r[n].len = c->len;
+		r[n].dedup = NULL;
+		q->taken[q->ntaken++] = i;
+		n++;
+	}
+	return n;
+}
+
+/* The n slots that joined were stored at s[0..n). */
+void
+sq_comb_joined(struct sq *q, const struct mq_sent *s, int n)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		q->shm->comb[q->taken[q->ntaken - n + k]].off = s[k].off;
 	ADD(&q->shm->combined, (uint32_t)n);
 }
 

@@ -67,6 +67,31 @@ by_cols(sqlite3_stmt *s, int i, struct sq_by *a)
 	a->pid = sqlite3_column_int64(s, i + 2);
 }
 
+/* The b of the largest 2^b <= n (n >= 1), at most 4. */
+static int
+rows_log2(int n)
+{
+	int b;
+
+	for (b = 4; 1 << b > n; b--)
+		;
+	return b;
+}
+
+/*
+ * Statements that write rows 2^b at a time (b = 0..4): head ends in
+ * "FROM (VALUES ", row is "(?, ...)"; the parameters the head names come
+ * first, so those of row j follow them.  A caller writes n rows with the
+ * largest that fits (rows_log2), then the rest.
+ */
+#define ROWS2(r)	r ", " r
+#define ROWS4(r)	ROWS2(r) ", " ROWS2(r)
+#define ROWS8(r)	ROWS4(r) ", " ROWS4(r)
+#define ROWS16(r)	ROWS8(r) ", " ROWS8(r)
+#define ROWS_MAX	16
+#define ROWS_SQL(head, r) { head r ")", head ROWS2(r) ")", \
+	head ROWS4(r) ")", head ROWS8(r) ")", head ROWS16(r) ")" }
+
 /* appending */
 
 /* A dedup id seen inside the window: the offset it first got, else 0. */
@@ -88,6 +113,49 @@ dedup_seen(struct sq *q, const struct mq_topic *t, const char *id,
 }
 
 /*
+ * Writes messages r[at[i]] at offsets off[i], i < n (n <= ROWS_MAX), with
+ * the stamps, key, expiry and headers they share.
+ */
+static void
+msg_rows(struct sq *q, const struct mq_topic *t, const struct mq_append *a,
+    const int64_t *stamp, const struct mq_rec *r, const size_t *at,
+    const int64_t *off, int n)
+{
+	static const char *const sql[] = ROWS_SQL("INSERT INTO msg (topic, "
+	    "ts, due, key, expires, headers, off, body, dedup) SELECT ?1, ?2, "
+	    "?3, ?4, ?5, ?6, column1, column2, column3 FROM (VALUES ",
+	    "(?, ?, ?)");
+	const struct mq_rec *m;
+	sqlite3_stmt *s;
+	int i, j, b, p;
+
+	for (i = 0; i < n; ) {
+		b = rows_log2(n - i);
+		s = sq_stmt(q, sql[b]);
+		sqlite3_bind_int64(s, 1, t->id);
+		sqlite3_bind_int64(s, 2, stamp[0]);
+		sqlite3_bind_int64(s, 3, stamp[1]);
+		if (a->key)
+			sqlite3_bind_text(s, 4, a->key, -1, SQLITE_STATIC);
+		if (stamp[2])
+			sqlite3_bind_int64(s, 5, stamp[2]);
+		if (a->headers)
+			sqlite3_bind_text(s, 6, a->headers, -1, SQLITE_STATIC);
+		for (j = 0; j < 1 << b; j++, i++) {
+			m = &r[at[i]];
+			p = 7 + 3 * j;
+			sqlite3_bind_int64(s, p, off[i]);
+			sqlite3_bind_blob64(s, p + 1, m->len ? m->body : "",
+			    m->len, SQLITE_STATIC);
+			if (m->dedup)
+				sqlite3_bind_text(s, p + 2, m->dedup, -1,
+				    SQLITE_STATIC);
+		}
+		sq_step(q, s, "cannot store message");
+	}
+}
+
+/*
  * In a write transaction: appends n messages to topic t (as read in this
  * transaction), or with MQ_E_TOOBIG none.
  */
@@ -97,7 +165,9 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 {
 	sqlite3_stmt *s;
 	int64_t now, ts, due, off, bytes = 0, stored = 0, ttl;
-	size_t i;
+	int64_t stamp[3], offs[ROWS_MAX];
+	size_t i, at[ROWS_MAX];
+	int np = 0;
 
 	ttl = a->ttl ? a->ttl : t->ttl;		/* 0: for ever */
 	for (i = 0; i < n; i++)
@@ -109,6 +179,9 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 	now = mq_now();
 	mq_rule_stamp(now, t->last_ts, a->delay, a->at, &ts, &due);
 	off = t->next_off;
+	stamp[0] = ts;
+	stamp[1] = due > ts ? due : ts;
+	stamp[2] = ttl ? ts + ttl : 0;
 	for (i = 0; i < n; i++) {
 		out[i].dup = 0;
 		if (r[i].dedup && (out[i].off = dedup_seen(q, t, r[i].dedup,
@@ -125,27 +198,18 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 			sqlite3_bind_int64(s, 4, now);
 			sq_step(q, s, "cannot store dedup id");
 		}
-		s = sq_stmt(q, "INSERT INTO msg (topic, off, ts, due, key, body, "
-		    "expires, headers, dedup) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-		sqlite3_bind_int64(s, 1, t->id);
-		sqlite3_bind_int64(s, 2, off);
-		sqlite3_bind_int64(s, 3, ts);
-		sqlite3_bind_int64(s, 4, due > ts ? due : ts);
-		if (a->key)
-			sqlite3_bind_text(s, 5, a->key, -1, SQLITE_STATIC);
-		sqlite3_bind_blob64(s, 6, r[i].len ? r[i].body : "", r[i].len,
-		    SQLITE_STATIC);
-		if (ttl)
-			sqlite3_bind_int64(s, 7, ts + ttl);
-		if (a->headers)
-			sqlite3_bind_text(s, 8, a->headers, -1, SQLITE_STATIC);
-		if (r[i].dedup)
-			sqlite3_bind_text(s, 9, r[i].dedup, -1, SQLITE_STATIC);
-		sq_step(q, s, "cannot store message");
+		at[np] = i;
+		offs[np++] = off;
+		if (np == ROWS_MAX) {
+			msg_rows(q, t, a, stamp, r, at, offs, np);
+			np = 0;
+		}
 		out[i].off = off++;
 		stored++;
 		bytes += r[i].len;
 	}
+	if (np)
+		msg_rows(q, t, a, stamp, r, at, offs, np);
 	if (stored) {
 		s = sq_stmt(q, "UPDATE topic SET next_off = next_off + ?2, "
 		    "msgs = msgs + ?2, bytes = bytes + ?3, "
@@ -179,19 +243,33 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
 /*
  * One message while the writer queue is busy goes through a slot
  * (combine.c); otherwise a transaction of its own, which takes along
- * the slots others left.
+ * the slots others left: those of its topic and key in its own append
+ * when it is one plain message, the others in appends of their own.
  */
 int
 sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
     size_t n, struct mq_sent *out)
 {
 	struct sq *q = SQ(mq);
-	int rc;
+	struct mq_rec rj[SQ_NTAKEN + 1];
+	struct mq_sent sj[SQ_NTAKEN + 1];
+	struct mq_topic t;
+	int rc, k = 0;
 
 	if (n == 1 && sq_comb_send(q, a, r, out))
 		return 0;
 	sq_begin(q);
-	if ((rc = sq_append_tx(q, a, r, n, out)) != 0) {
+	sq_topic_ensure(q, a->topic, &t);
+	if (n == 1 && r[0].len <= (size_t)t.max_size)
+		k = sq_comb_join(q, a, &t, rj + 1, SQ_NTAKEN);
+	if (k) {
+		rj[0] = r[0];
+		rc = sq_append_to(q, &t, a, rj, (size_t)k + 1, sj);
+		out[0] = sj[0];
+		sq_comb_joined(q, sj + 1, k);
+	} else
+		rc = sq_append_to(q, &t, a, r, n, out);
+	if (rc != 0) {
 		sq_rollback(q);
 		return rc;
 	}
@@ -265,30 +343,6 @@ kept(const struct claimer *k, const char *key, const char *bid, int64_t off)
 			n++;
 	return n;
 }
-
-/* The b of the largest 2^b <= n (n >= 1), at most 4. */
-static int
-rows_log2(int n)
-{
-	int b;
-
-	for (b = 4; 1 << b > n; b--)
-		;
-	return b;
-}
-
-/*
- * Statements that write rows 2^b at a time (b = 0..4): head ends in
- * "FROM (VALUES ", row is "(?, ...)"; the parameters the head names come
- * first, so those of row j follow them.  A caller writes n rows with the
- * largest that fits (rows_log2), then the rest.
- */
-#define ROWS2(r)	r ", " r
-#define ROWS4(r)	ROWS2(r) ", " ROWS2(r)
-#define ROWS8(r)	ROWS4(r) ", " ROWS4(r)
-#define ROWS16(r)	ROWS8(r) ", " ROWS8(r)
-#define ROWS_SQL(head, r) { head r ")", head ROWS2(r) ")", \
-	head ROWS4(r) ")", head ROWS8(r) ")", head ROWS16(r) ")" }
 
 /* Writes the leases kept.  ?1-?6 are the same for all (due, who). */
 static void
