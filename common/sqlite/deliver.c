@@ -82,14 +82,18 @@ rows_log2(int n)
  * Statements that write rows 2^b at a time (b = 0..4): head ends in
  * "FROM (VALUES ", row is "(?, ...)"; the parameters the head names come
  * first, so those of row j follow them.  A caller writes n rows with the
- * largest that fits (rows_log2), then the rest.
+ * largest that fits (rows_log2), then the rest.  One row is a plain
+ * INSERT ... VALUES, one, with the same parameters numbered alike: SQLite
+ * runs it in about a third fewer instructions than a SELECT of one row
+ * of VALUES (callgrind, mq-send of one message a commit: 10.6k against
+ * 14.8k).
  */
 #define ROWS2(r)	r ", " r
 #define ROWS4(r)	ROWS2(r) ", " ROWS2(r)
 #define ROWS8(r)	ROWS4(r) ", " ROWS4(r)
 #define ROWS16(r)	ROWS8(r) ", " ROWS8(r)
 #define ROWS_MAX	16
-#define ROWS_SQL(head, r) { head r ")", head ROWS2(r) ")", \
+#define ROWS_SQL(one, head, r) { one, head ROWS2(r) ")", \
 	head ROWS4(r) ")", head ROWS8(r) ")", head ROWS16(r) ")" }
 
 /* appending */
@@ -121,7 +125,9 @@ msg_rows(struct sq *q, const struct mq_topic *t, const struct mq_append *a,
     const int64_t *stamp, const struct mq_rec *r, const size_t *at,
     const int64_t *off, int n)
 {
-	static const char *const sql[] = ROWS_SQL("INSERT INTO msg (topic, "
+	static const char *const sql[] = ROWS_SQL("INSERT INTO msg (topic, ts, "
+	    "due, key, expires, headers, off, body, dedup) VALUES (?1, ?2, ?3, "
+	    "?4, ?5, ?6, ?7, ?8, ?9)", "INSERT INTO msg (topic, "
 	    "ts, due, key, expires, headers, off, body, dedup) SELECT ?1, ?2, "
 	    "?3, ?4, ?5, ?6, column1, column2, column3 FROM (VALUES ",
 	    "(?, ?, ?)");
@@ -350,6 +356,9 @@ write_leases(struct claimer *k)
 {
 	static const char *const sql[] = ROWS_SQL("INSERT OR REPLACE INTO "
 	    "delivery (grp, off, state, due, attempt, expired, token, "
+	    "consumer, key, since, host, pid, bid) VALUES (?1, ?7, 1, ?2, ?8, "
+	    "?9, ?10, ?3, ?11, ?4, ?5, ?6, ?12)", "INSERT OR REPLACE INTO "
+	    "delivery (grp, off, state, due, attempt, expired, token, "
 	    "consumer, key, since, host, pid, bid) SELECT ?1, column1, 1, "
 	    "?2, column2, column3, column4, ?3, column5, ?4, ?5, ?6, column6 "
 	    "FROM (VALUES ", "(?, ?, ?, ?, ?, ?)");
@@ -395,6 +404,8 @@ consumed_rows(struct sq *q, const struct mq_group *g, char *const *bid,
     const int64_t *off, int n, int64_t now)
 {
 	static const char *const sql[] = ROWS_SQL("INSERT OR REPLACE INTO "
+	    "consumed (grp, bid, off, ts) VALUES (?1, ?3, ?4, ?2)",
+	    "INSERT OR REPLACE INTO "
 	    "consumed (grp, bid, off, ts) SELECT ?1, column1, column2, ?2 "
 	    "FROM (VALUES ", "(?, ?)");
 	sqlite3_stmt *s;
@@ -1209,6 +1220,9 @@ ack_run(struct sq *q, struct gcache *c, struct mq_settle *const *ack, int n,
     int64_t now)
 {
 	static const char *const hist[] = ROWS_SQL("INSERT INTO history "
+	    "(grp, off, ts, n, attempt, event, host, pid, since, dhost, dpid) "
+	    "VALUES (?1, ?5, ?2, ?6, ?7, 'acked', ?3, ?4, ?8, ?9, ?10)",
+	    "INSERT INTO history "
 	    "(grp, off, ts, n, attempt, event, host, pid, since, dhost, dpid) "
 	    "SELECT ?1, column1, ?2, column2, column3, 'acked', ?3, ?4, "
 	    "column4, column5, column6 FROM (VALUES ", "(?, ?, ?, ?, ?, ?)");
