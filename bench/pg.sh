@@ -404,6 +404,34 @@ timed() {
 	keep_min "${_v}_best" "$us"
 }
 
+# load3: a fresh schema of topics l1 l2 l3 sharing RECV_N messages, group
+# g of each; 1 (said why) when it could not.
+load3() {
+	fresh mqb
+	for l in 1 2 3; do	# the first takes what does not divide
+		n=$((RECV_N / 3 + (l == 1 ? RECV_N % 3 : 0)))
+		"$B/mq-send" -q "l$l" <"$(lines "$n")" || {
+			broken lanes "loading l$l: $(status $?)"
+			return 1
+		}
+		"$B/mq-topic" group "l$l" g >/dev/null || {
+			broken lanes "mq-topic group l$l g: $(status $?)"
+			return 1
+		}
+	done
+	analyze
+}
+
+# lanes_drained: group g of every lane has nothing left; 1 (said) if not.
+lanes_drained() {
+	for l in l1 l2 l3; do
+		[ "$(lag_of "$l" g)" = 0 ] || {
+			broken lanes "$l/g was left a lag"
+			return 1
+		}
+	done
+}
+
 # lanes: the same messages through mq-recv of one topic, and of three
 # lanes with the messages spread over them, strictly and --fair.
 bench_lanes() {
@@ -424,31 +452,12 @@ bench_lanes() {
 			return 0
 		}
 
-		fresh mqb
-		for l in 1 2 3; do	# the first takes what does not divide
-			n=$((RECV_N / 3 + (l == 1 ? RECV_N % 3 : 0)))
-			"$B/mq-send" -q "l$l" <"$(lines "$n")" || {
-				broken lanes "loading l$l: $(status $?)"
-				return 0
-			}
-			for g in g f; do
-				"$B/mq-topic" group "l$l" "$g" >/dev/null || {
-					broken lanes "mq-topic group l$l $g: $(status $?)"
-					return 0
-				}
-			done
-		done
-		analyze
+		load3 || return 0
 		timed lanes strict g l1 l2 l3 || return 0
-		timed lanes-fair fair f --fair l1 l2 l3 || return 0
-		for l in l1 l2 l3; do
-			for g in g f; do
-				[ "$(lag_of "$l" "$g")" = 0 ] || {
-					broken lanes "$l/$g was left a lag"
-					return 0
-				}
-			done
-		done
+		lanes_drained || return 0
+		load3 || return 0	# each side from the same start
+		timed lanes-fair fair g --fair l1 l2 l3 || return 0
+		lanes_drained || return 0
 		i=$((i + 1))
 	done
 	lanes_figs "$RECV_N"

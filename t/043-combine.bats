@@ -11,6 +11,7 @@
 #   byte 131144  the slots' states, two u32 each (state, wake); READY is 2
 # The random kills of t/048-kill-producers.bats and the recorded power
 # cuts of t/047-powercut.bats cover the same code under real contention.
+# shellcheck disable=SC2154 # stderr is set by bats' run --separate-stderr
 
 load test_helper
 # shellcheck disable=SC2034 # read by setup() in test_helper.bash
@@ -283,7 +284,7 @@ sends_past_leader() {
 	c0=$(u32 60)
 	local k n pids=()
 	n=0
-	for k in "a small" "a far-too-big-for-a" "-k k1 a x"; do
+	for k in "-k k1 a x" "a far-too-big-for-a" "a small"; do
 		# shellcheck disable=SC2086 # options, topic and body
 		bg "out.$((++n))" mq-send $k
 		pids+=("$BG")
@@ -296,7 +297,7 @@ sends_past_leader() {
 	wait_for 60 in_flock "$holder"
 	pids+=("$holder")
 	let_go
-	for k in 1:small: 3:x:k1 4:h:; do
+	for k in 1:x:k1 3:small: 4:h:; do
 		IFS=: read -r n body key <<<"$k"
 		run -0 sql "SELECT CAST(body AS TEXT), coalesce(key, '') FROM msg
 		    WHERE off = $(cat "out.$n")"
@@ -305,11 +306,44 @@ sends_past_leader() {
 	run -0 sql "SELECT next_off, msgs FROM topic WHERE name = 'a'"
 	assert_output '4|3'
 	if [ "$(cat out.4)" = 1 ]; then
-		# it held the queue first: small joined its append, right after
-		# it; x (another key) came in a run of its own
-		assert_equal "$(cat out.1) $(cat out.3)" "2 3"
+		# it held the queue first: small, the last slot, joined its
+		# append right after it; x (another key) came after, in a run
+		# of its own (slots that only follow go in slot order: x first)
+		assert_equal "$(cat out.3) $(cat out.1)" "2 3"
 		assert_equal "$(u32 60)" $((c0 + 2))
 	fi
+	# (an owner's look came first: it held the queue and took the
+	# others' slots; each is still stored once, above)
 	ready 0
+	db_intact
+}
+
+@test "a sender whose lock of the writer queue fails takes its message back from its slot first: 74, and it is never stored" {
+	local so log n
+	so=$(shim faultshim "$BATS_TEST_TMPDIR")
+	# (an ASan build wants its runtime first in the library list)
+	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
+	mq-send -q t first
+	log=$BATS_TEST_TMPDIR/calls
+	# the calls of a send that goes well, counted: which is its first
+	# flock, the one after its message went into a slot
+	MQ_FAULT_PREFIX=$MQ_DB MQ_FAULT_LOCKS=1 MQ_FAULT_LOG=$log \
+	    LD_PRELOAD=$so run -0 mq-send t probe
+	assert_output 2
+	n=$(awk -F'\t' '$2 == "flock" { print $1; exit }' "$log")
+	[ -n "$n" ] || fail "no flock counted: $(cat "$log")"
+	# from that one on, every flock fails
+	MQ_FAULT_PREFIX=$MQ_DB MQ_FAULT_LOCKS=1 MQ_FAULT_AT=$n \
+	    MQ_FAULT_STICKY=1 MQ_FAULT_ERRNO=EIO LD_PRELOAD=$so \
+	    run -74 --separate-stderr mq-send t lost
+	assert_output ''
+	assert_equal "${#stderr_lines[@]}" 1
+	assert_regex "$stderr" '^mq-send: cannot lock .*-mq: '
+	ready 0
+	# the next sender finds no slot waiting to take along
+	run -0 mq-send t third
+	assert_output 3
+	run -0 sql "SELECT off, $(txt body) FROM msg ORDER BY off"
+	assert_output $'1|first\n2|probe\n3|third'
 	db_intact
 }

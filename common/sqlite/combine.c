@@ -43,8 +43,10 @@
  *   not append left it), settled by a holder that has left, or TAKEN by
  *   one that died; it settles it and goes on.  A holder that leaves the
  *   queue wakes the owners of READY slots.
- * - A holder reads a slot only once it has taken it: one it took that
- *   turns out not to join its append goes back to READY.
+ * - A holder decides on a slot only once it has taken it (a look
+ *   before is a hint: the owner may take a READY slot back and fill it
+ *   anew): one it took that turns out not to join its append goes back
+ *   to READY.
  * - An owner that gives up (the busy timeout) takes its slot back from
  *   READY; if a holder took it first it waits for the answer.
  * - A slot whose owner died is reused by the next owner that needs one;
@@ -219,22 +221,23 @@ sq_comb_send(struct sq *q, const struct mq_append *a, const struct mq_rec *r,
 		/*
 		 * The queue free: nobody took it (the first time round, the
 		 * common case with one writer: the ordinary way, combining
-		 * others), or its taker is gone (a live one holds the queue
-		 * until it has settled the slot).
+		 * others; its BEGIN settles what a dead holder took), or its
+		 * taker is gone (a live one holds the queue until it has
+		 * settled the slot).  A slot taken back first: nothing that
+		 * fails from here on leaves our message behind to be stored.
 		 */
 		if (flock(q->shmfd, LOCK_EX | LOCK_NB) == 0) {
 			q->queued = 1;
-			sq_comb_recover(q);
 			if (move(q, i, COMB_READY, COMB_FILLING)) {
 				slot_free(q, i);
 				return 0;
 			}
+			sq_comb_recover(q);
 			sq_queue_leave(q);
 			continue;
 		}
-		if (errno != EWOULDBLOCK)
-			mq_die(MQ_EX_IOERR, "cannot lock %s-mq:", q->base.path);
-		if (mq_now() - start >= q->busy_ms &&
+		/* (the ordinary way reports a lock that fails) */
+		if ((errno != EWOULDBLOCK || mq_now() - start >= q->busy_ms) &&
 		    move(q, i, COMB_READY, COMB_FILLING)) {
 			slot_free(q, i);
 			q->queue_since = start;	/* the busy timeout runs on */
@@ -349,14 +352,15 @@ joins(const struct sq_comb *c, const struct mq_append *a,
 
 /*
  * The queue holder's own append of one message, with none of delay,
- * headers, ttl or --replace, to topic t: the READY slots of the same topic
- * and key whose bodies t takes join it, as r[0..) (room for max): one look
- * at the topic, one change of its counters, one statement for them all.
- * Returns how many joined; sq_comb_joined gives them their offsets.
+ * headers, ttl or --replace (a dedup id is the message's own: it may have
+ * one), to topic t: the READY slots of the same topic and key whose bodies
+ * t takes join it, as r[0..) from slots slot[0..) (room for max): one
+ * look at the topic, one change of its counters, one statement for them
+ * all.  Returns how many joined; sq_comb_joined gives them their offsets.
  */
 int
 sq_comb_join(struct sq *q, const struct mq_append *a, const struct mq_topic *t,
-    struct mq_rec *r, int max)
+    struct mq_rec *r, int *slot, int max)
 {
 	struct sq_comb *c;
 	int i, n = 0;
@@ -372,7 +376,7 @@ sq_comb_join(struct sq *q, const struct mq_append *a, const struct mq_topic *t,
 		    !move(q, i, COMB_READY, COMB_TAKEN))
 			continue;
 		if (!joins(c, a, t)) {
-			STORE(state_of(q, i), COMB_READY);
+			set_ready(q, i);
 			continue;
 		}
 		STORE(&c->taker, me());
@@ -380,19 +384,19 @@ sq_comb_join(struct sq *q, const struct mq_append *a, const struct mq_topic *t,
 		r[n].len = c->len;
 		r[n].dedup = NULL;
 		q->taken[q->ntaken++] = i;
-		n++;
+		slot[n++] = i;
 	}
 	return n;
 }
 
-/* The n slots that joined were stored at s[0..n). */
+/* The n slots slot[0..n) that joined were stored at s[0..n). */
 void
-sq_comb_joined(struct sq *q, const struct mq_sent *s, int n)
+sq_comb_joined(struct sq *q, const int *slot, const struct mq_sent *s, int n)
 {
 	int k;
 
 	for (k = 0; k < n; k++)
-		q->shm->comb[q->taken[q->ntaken - n + k]].off = s[k].off;
+		q->shm->comb[slot[k]].off = s[k].off;
 	ADD(&q->shm->combined, (uint32_t)n);
 }
 

@@ -250,7 +250,8 @@ sq_append_tx(struct sq *q, struct mq_append *a, const struct mq_rec *r,
  * One message while the writer queue is busy goes through a slot
  * (combine.c); otherwise a transaction of its own, which takes along
  * the slots others left: those of its topic and key in its own append
- * when it is one plain message, the others in appends of their own.
+ * when it is one message with none of delay, headers, ttl or --replace,
+ * the others in appends of their own.
  */
 int
 sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
@@ -260,19 +261,19 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 	struct mq_rec rj[SQ_NTAKEN + 1];
 	struct mq_sent sj[SQ_NTAKEN + 1];
 	struct mq_topic t;
-	int rc, k = 0;
+	int slot[SQ_NTAKEN], rc, k = 0;
 
 	if (n == 1 && sq_comb_send(q, a, r, out))
 		return 0;
 	sq_begin(q);
 	sq_topic_ensure(q, a->topic, &t);
 	if (n == 1 && r[0].len <= (size_t)t.max_size)
-		k = sq_comb_join(q, a, &t, rj + 1, SQ_NTAKEN);
+		k = sq_comb_join(q, a, &t, rj + 1, slot, SQ_NTAKEN);
 	if (k) {
 		rj[0] = r[0];
 		rc = sq_append_to(q, &t, a, rj, (size_t)k + 1, sj);
 		out[0] = sj[0];
-		sq_comb_joined(q, sj + 1, k);
+		sq_comb_joined(q, slot, sj + 1, k);
 	} else
 		rc = sq_append_to(q, &t, a, r, n, out);
 	if (rc != 0) {

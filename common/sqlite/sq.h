@@ -124,8 +124,9 @@ int	 sq_comb_send(struct sq *, const struct mq_append *,
 	    const struct mq_rec *, struct mq_sent *);
 void	 sq_comb_recover(struct sq *);
 int	 sq_comb_join(struct sq *, const struct mq_append *,
-	    const struct mq_topic *, struct mq_rec *, int max);
-void	 sq_comb_joined(struct sq *, const struct mq_sent *, int);
+	    const struct mq_topic *, struct mq_rec *, int *slot, int max);
+void	 sq_comb_joined(struct sq *, const int *slot, const struct mq_sent *,
+	    int);
 void	 sq_comb_take(struct sq *);
 void	 sq_comb_end(struct sq *, uint64_t seq);
 void	 sq_comb_left(struct sq *);

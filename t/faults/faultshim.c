@@ -45,6 +45,10 @@
  *                    are counted too, logged with the directory's last
  *                    component, and fail as the others do: to see that
  *                    new directory entries are synced.  Unset: not seen.
+ *   MQ_FAULT_LOCKS   1: flock(2) on a watched file (the -mq file's
+ *                    writer queue) is counted too, and fails as the
+ *                    others do (with the kind's errno; short: ENOSPC).
+ *                    Unset: not seen.
  *   MQ_FAULT_CHILDREN  1: leave the shim in LD_PRELOAD for child
  *                    processes.  By default the shim takes itself out of
  *                    LD_PRELOAD as it loads, so only the process started
@@ -89,6 +93,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -109,6 +114,7 @@ static unsigned long long fault_at;
 static enum kind kind = K_ENOSPC;
 static int sticky;
 static int dirs;		/* MQ_FAULT_DIRS: directory syncs count */
+static int locks;		/* MQ_FAULT_LOCKS: flock(2) counts */
 static int logfd = -1;
 static unsigned long long ncalls;	/* counted so far (atomic) */
 static unsigned char watched[FDMAX];	/* fd -> 1: a watched file */
@@ -421,6 +427,7 @@ load(void)
 	const char *log = getenv("MQ_FAULT_LOG");
 	const char *ch = getenv("MQ_FAULT_CHILDREN");
 	const char *dr = getenv("MQ_FAULT_DIRS");
+	const char *lk = getenv("MQ_FAULT_LOCKS");
 	char dir[PATH_MAX], res[PATH_MAX], *slash, *end;
 	unsigned i;
 	DIR *d;
@@ -461,6 +468,7 @@ load(void)
 	}
 	sticky = st && !strcmp(st, "1");
 	dirs = dr && !strcmp(dr, "1");
+	locks = lk && !strcmp(lk, "1");
 	if (log && *log) {
 		fd = real_open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
 		    0644);
@@ -1012,6 +1020,23 @@ fdatasync(int fd)
 		return -1;
 	}
 	return (int)op_ends(&o, real_fdatasync(fd));
+}
+
+int
+flock(int fd, int op)
+{
+	struct op o;
+	REAL(flock);
+
+	if (!locks)
+		return real_flock(fd, op);
+	switch (op_begins(&o, "flock", fd, NULL, 0, op)) {
+	case 0:
+		return real_flock(fd, op);
+	case -1:
+		return -1;
+	}
+	return (int)op_ends(&o, real_flock(fd, op));
 }
 
 int
