@@ -89,6 +89,25 @@ send_slice() {
 	echo "mq-send $1-$2 ended with $st" >>unexpected
 }
 
+# released: deliveries released or expired so far (a kill took them).
+released() {
+	sql "SELECT count(*) FROM events WHERE event IN ('released', 'expired')"
+}
+
+# holder VAR: sets VAR to the number of a consumer that holds a message
+# now, if one does (a random moment after a send may find them all
+# idle, and the chaos must take a message at least once).
+holder() {
+	local by j t=delivery
+	[ -z "$PG" ] || t=deliveries	# runs of leases too
+	by=$(sql "SELECT pid FROM $t WHERE state = 1 LIMIT 1")
+	for j in $(seq 0 $((CONSUMERS - 1))); do
+		if [ -n "$by" ] && [ "${pid[$j]}" = "$by" ]; then
+			printf -v "$1" %s "$j"
+		fi
+	done
+}
+
 settled_reviving() {
 	revive
 	all_settled
@@ -127,6 +146,7 @@ all_settled() {
 		fi
 		revive
 		i=$((RANDOM % CONSUMERS))
+		[ "$(released)" != 0 ] || holder i
 		kill_consumer "$i"
 		kills=$((kills + 1))
 		start_consumer "$i"
@@ -137,8 +157,7 @@ all_settled() {
 	done
 	revive
 	handled_in_chaos=$(wc -l <handled)
-	released_in_chaos=$(sql "SELECT count(*) FROM events
-	    WHERE event IN ('released', 'expired')")
+	released_in_chaos=$(released)
 
 	# drain: nobody is killed any more
 	if ! wait_for "$DRAIN" settled_reviving; then
