@@ -424,8 +424,6 @@ bench_autoack() {
 	fig autoack mq "$mq" raw "$raw" msg/s "$(ratio "$mq" "$raw")" '>=' 0.8
 }
 
-# lanes: the same messages through mq-recv of one topic, and of three
-# lanes with the messages spread over them, strictly and --fair.
 # load3 DB: a new DB of topics l1 l2 l3 sharing RECV_N messages, group g
 # of each.
 load3() {
@@ -446,6 +444,8 @@ lanes_drained() {
 	done
 }
 
+# lanes: the same messages through mq-recv of one topic, and of three
+# lanes with the messages spread over them, strictly and --fair.
 bench_lanes() {
 	echo "== lanes: mq-recv -n 0 -g g l1 l2 l3 | mq-ack (and --fair) over" \
 	    "$RECV_N messages, a third a topic; against the same of one topic;" \

@@ -116,13 +116,18 @@ dedup_seen(struct sq *q, const struct mq_topic *t, const char *id,
 	return off;
 }
 
+/* What the messages of one append share: times (expires 0: never). */
+struct stamp {
+	int64_t		ts, due, expires;
+};
+
 /*
  * Writes messages r[at[i]] at offsets off[i], i < n (n <= ROWS_MAX), with
- * the stamps, key, expiry and headers they share.
+ * the stamps, key and headers they share.
  */
 static void
 msg_rows(struct sq *q, const struct mq_topic *t, const struct mq_append *a,
-    const int64_t *stamp, const struct mq_rec *r, const size_t *at,
+    const struct stamp *st, const struct mq_rec *r, const size_t *at,
     const int64_t *off, int n)
 {
 	static const char *const sql[] = ROWS_SQL("INSERT INTO msg (topic, ts, "
@@ -139,12 +144,12 @@ msg_rows(struct sq *q, const struct mq_topic *t, const struct mq_append *a,
 		b = rows_log2(n - i);
 		s = sq_stmt(q, sql[b]);
 		sqlite3_bind_int64(s, 1, t->id);
-		sqlite3_bind_int64(s, 2, stamp[0]);
-		sqlite3_bind_int64(s, 3, stamp[1]);
+		sqlite3_bind_int64(s, 2, st->ts);
+		sqlite3_bind_int64(s, 3, st->due);
 		if (a->key)
 			sqlite3_bind_text(s, 4, a->key, -1, SQLITE_STATIC);
-		if (stamp[2])
-			sqlite3_bind_int64(s, 5, stamp[2]);
+		if (st->expires)
+			sqlite3_bind_int64(s, 5, st->expires);
 		if (a->headers)
 			sqlite3_bind_text(s, 6, a->headers, -1, SQLITE_STATIC);
 		for (j = 0; j < 1 << b; j++, i++) {
@@ -171,7 +176,8 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 {
 	sqlite3_stmt *s;
 	int64_t now, ts, due, off, bytes = 0, stored = 0, ttl;
-	int64_t stamp[3], offs[ROWS_MAX];
+	int64_t offs[ROWS_MAX];
+	struct stamp st;
 	size_t i, at[ROWS_MAX];
 	int np = 0;
 
@@ -185,9 +191,9 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 	now = mq_now();
 	mq_rule_stamp(now, t->last_ts, a->delay, a->at, &ts, &due);
 	off = t->next_off;
-	stamp[0] = ts;
-	stamp[1] = due > ts ? due : ts;
-	stamp[2] = ttl ? ts + ttl : 0;
+	st.ts = ts;
+	st.due = due > ts ? due : ts;
+	st.expires = ttl ? ts + ttl : 0;
 	for (i = 0; i < n; i++) {
 		out[i].dup = 0;
 		if (r[i].dedup && (out[i].off = dedup_seen(q, t, r[i].dedup,
@@ -207,7 +213,7 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 		at[np] = i;
 		offs[np++] = off;
 		if (np == ROWS_MAX) {
-			msg_rows(q, t, a, stamp, r, at, offs, np);
+			msg_rows(q, t, a, &st, r, at, offs, np);
 			np = 0;
 		}
 		out[i].off = off++;
@@ -215,7 +221,7 @@ sq_append_to(struct sq *q, const struct mq_topic *t, struct mq_append *a,
 		bytes += r[i].len;
 	}
 	if (np)
-		msg_rows(q, t, a, stamp, r, at, offs, np);
+		msg_rows(q, t, a, &st, r, at, offs, np);
 	if (stored) {
 		s = sq_stmt(q, "UPDATE topic SET next_off = next_off + ?2, "
 		    "msgs = msgs + ?2, bytes = bytes + ?3, "
