@@ -273,6 +273,7 @@ sq_append(struct mq *mq, struct mq_append *a, const struct mq_rec *r,
 		return 0;
 	sq_begin(q);
 	sq_topic_ensure(q, a->topic, &t);
+	sq_comb_gather(q);
 	if (n == 1 && r[0].len <= (size_t)t.max_size)
 		k = sq_comb_join(q, a, &t, rj + 1, slot, SQ_NTAKEN);
 	if (k) {

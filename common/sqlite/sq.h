@@ -78,6 +78,10 @@ struct sq {
 
 	/* combine.c: the slots this transaction took */
 	int		 taken[SQ_NTAKEN], ntaken;
+	/* combine.c: sq_comb_gather */
+	uint32_t	 combined;	/* the -mq file's count when it last ran */
+	int		 gathered;	/* it has run */
+	int64_t		 gather_after;	/* no yields before (us, monotonic) */
 };
 
 #define SQ(q)	((struct sq *)(q))
@@ -123,6 +127,7 @@ int	 sq_slot_wait(struct sq *, int n, const int64_t *topic,
 int	 sq_comb_send(struct sq *, const struct mq_append *,
 	    const struct mq_rec *, struct mq_sent *);
 void	 sq_comb_recover(struct sq *);
+void	 sq_comb_gather(struct sq *);
 int	 sq_comb_join(struct sq *, const struct mq_append *,
 	    const struct mq_topic *, struct mq_rec *, int *slot, int max);
 void	 sq_comb_joined(struct sq *, const int *slot, const struct mq_sent *,
