@@ -133,12 +133,20 @@ all_settled() {
 	start=$(date +%s)
 	sent=0 kills=0 slice=$((N / SLICES))
 	while [ "$(date +%s)" -lt $((start + CHAOS)) ]; do
+		fresh=0
 		if [ "$sent" -lt "$N" ] &&
 		    [ "$(date +%s)" -ge $((start + sent / slice)) ]; then
 			send_slice $((sent + 1)) $((sent + slice))
 			sent=$((sent + slice))
+			fresh=1
 		fi
-		sleep "0.$((RANDOM % 5 + 1))"
+		# until a kill has taken a message, one just after a send
+		# comes while the consumers handle it (later, all may be idle)
+		if [ "$fresh" = 1 ] && [ "$(released)" = 0 ]; then
+			sleep "0.0$((RANDOM % 5 + 1))"
+		else
+			sleep "0.$((RANDOM % 5 + 1))"
+		fi
 		if [ -n "$PG" ] && [ "$crashed" = 0 ] &&
 		    [ "$(date +%s)" -ge $((start + CHAOS / 2)) ]; then
 			pg_crash || fail "the server did not restart"
