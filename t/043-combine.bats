@@ -347,3 +347,58 @@ sends_past_leader() {
 	assert_output $'1|first\n2|probe\n3|third'
 	db_intact
 }
+
+# lines N FILE: FILE has N lines.
+lines() {
+	[ "$(wc -l <"$2")" -eq "$1" ]
+}
+
+@test "a holder gives its CPU to others (sched_yield) before it takes slots, while others send; a lone sender never does" {
+	command -v strace >/dev/null || skip "no strace(1)"
+	export MQ_BUSY_TIMEOUT=120s
+	local fifo=$BATS_TEST_TMPDIR/in log=$BATS_TEST_TMPDIR/calls k s
+	mq-send -q t first
+	mkfifo "$fifo"
+	# a long-lived sender, its reads of stdin and its yields recorded
+	# (its stdin redirected by the command itself: bash gives a
+	# background job /dev/null otherwise)
+	# shellcheck disable=SC2016 # for sh to expand
+	bg out.l sh -c 'exec "$@" <"$0"' "$fifo" \
+	    strace -f -qq -s 16 -e trace=read,sched_yield -o "$log" mq-send t
+	l=$BG
+	# (opened after: the sender must not hold a writer's end itself)
+	exec {w}>"$fifo"
+	# alone, one message at a time: no yield
+	for k in $(seq 10); do
+		echo "lone$k" >&"$w"
+		wait_for 60 lines "$k" out.l || fail "out.l: $(cat out.l)"
+	done
+	# a slot waits (its sender stopped, so it cannot take the queue
+	# itself) as the long-lived one appends: it yields, then takes it
+	exec {lk}>>"$MQ_DB-mq"
+	flock -x "$lk"
+	bg out.s mq-send t waiting
+	s=$BG
+	wait_for 60 ready 1
+	kill -STOP "$s"
+	flock -u "$lk"
+	exec {lk}>&-
+	echo joins >&"$w"
+	wait_for 60 lines 11 out.l
+	kill -CONT "$s"
+	finish "$s" 60
+	[ "$ST" = 0 ] || fail "the waiting mq-send exited $ST: $(cat out.s)"
+	exec {w}>&-
+	finish "$l" 60
+	[ "$ST" = 0 ] || fail "the long-lived mq-send exited $ST: $(cat out.l)"
+	holds out.s waiting
+	assert_equal "$(tail -n 1 out.l)" 12
+	run -0 sql "SELECT $(txt body) FROM msg WHERE off >= 12 ORDER BY off"
+	assert_output $'joins\nwaiting'
+	# yields: none before it read "joins", some after
+	run -0 awk '/read\(0, "joins/ { j = 1 }
+	    / sched_yield\(/ { y[j + 0]++ }
+	    END { print j + 0, y[0] + 0, (y[1] > 0) }' "$log"
+	assert_output '1 0 1'
+	db_intact
+}

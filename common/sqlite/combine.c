@@ -373,22 +373,23 @@ usec(void)
 }
 
 #define GATHER_MAX	4	/* yields of one holder, at most */
-#define GATHER_SLOW	1000	/* us: a yield that ran something else */
+#define GATHER_SLOW	1000	/* us: a yield that ran more than senders */
 #define GATHER_REST	1000000	/* us without yields after one */
 
 /*
  * The queue holder, before it takes slots, when others send too (a slot
- * waits, or slots were taken since it last looked): gives its CPU to
- * whatever is ready to run, again as long as that brings more messages
- * to slots.  A sender just handed its next line then leaves it in a slot
- * for this commit, instead of queueing for a commit of its own with it
- * alone (2 CPUs, 8 senders of one message at a time: 7 messages a
- * commit, not 2.6; a yield took at most 160 us).  With nothing else ready
- * to run a yield returns at once.  A lone sender does not yield, nor for
- * a while one whose yield took long: the CPU went to some other busy
- * process for its whole time slice (ms), which costs more than a commit
- * (with two busy loops beside 8 senders, yielding regardless made them
- * 4x slower).
+ * waits, or slots were taken, by itself or others, since its last
+ * append): gives its CPU to whatever is ready to run, up to GATHER_MAX
+ * times while each brings more messages to slots.  A sender just handed
+ * its next line then leaves it in a slot for this commit, instead of
+ * queueing for a commit of its own with it alone.  With nothing else
+ * ready to run a yield returns at once.
+ *
+ * A yield holds the queue for as long as the others run: a long one
+ * (another busy process had the CPU for its time slice, milliseconds)
+ * costs more than a commit, so after one the process does not yield for
+ * a while.  Nor does a lone sender, nor the first append of a process
+ * (a program that sends one message cannot learn from a long yield).
  */
 void
 sq_comb_gather(struct sq *q)
@@ -402,7 +403,7 @@ sq_comb_gather(struct sq *q)
 	c = LOAD(&q->shm->combined);
 	n = ready(q);
 	t = usec();
-	if ((n || (q->gathered && c != q->combined)) && t >= q->gather_after)
+	if (q->gathered && (n || c != q->combined) && t >= q->gather_after)
 		do {
 			was = n;
 			sched_yield();
@@ -413,7 +414,7 @@ sq_comb_gather(struct sq *q)
 			}
 			n = ready(q);
 		} while (n > was && ++k < GATHER_MAX);
-	q->combined = LOAD(&q->shm->combined);
+	q->combined = c;	/* only the holder adds to it */
 	q->gathered = 1;
 }
 

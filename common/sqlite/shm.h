@@ -53,8 +53,9 @@ struct sq_shm {
 	uint64_t	syncs;		/* syncs done, for the curious */
 	uint32_t	ckpt_at;	/* WAL frames when a checkpoint last began;
 					   0 once the WAL started over */
-	uint32_t	combined;	/* messages appended from slots, for
-					   the curious (byte 60: t/047) */
+	uint32_t	combined;	/* messages appended from slots: a
+					   holder that sees it move yields
+					   (combine.c; byte 60: t/047) */
 	uint64_t	failed;		/* commits up to here may be lost: a
 					   sync of the WAL failed */
 	struct {

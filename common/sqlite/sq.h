@@ -79,7 +79,7 @@ struct sq {
 	/* combine.c: the slots this transaction took */
 	int		 taken[SQ_NTAKEN], ntaken;
 	/* combine.c: sq_comb_gather */
-	uint32_t	 combined;	/* the -mq file's count when it last ran */
+	uint32_t	 combined;	/* the -mq file's count as it last ran */
 	int		 gathered;	/* it has run */
 	int64_t		 gather_after;	/* no yields before (us, monotonic) */
 };
