@@ -13,7 +13,9 @@
  * the number of the commit that stored it, and waits for that commit to
  * be durable as if it were its own.  Slots of the holder's own topic and
  * key join its own append when they can (sq_comb_join): one statement
- * for them all.
+ * for them all.  Before it takes slots, a holder that sees others send
+ * lets the processes ready to run go first (sq_comb_gather), so that
+ * senders just handed their next message join this commit.
  *
  * Only what needs nothing but a topic and a body (and a key) goes into a
  * slot: one message, no dedup id, no delay, no headers, to a topic that
