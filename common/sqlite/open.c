@@ -440,6 +440,8 @@ on_busy(void *arg, int count)
 	struct sq *q = arg;
 	struct timespec ts;
 
+	if (q->nowait)
+		return 0;
 	if (count == 0)
 		q->busy_since = mq_now();
 	else if (mq_now() - q->busy_since >= q->busy_ms)
@@ -791,6 +793,7 @@ free_sq(struct sq *q)
 	for (i = 0; i < SQ_NSTMT; i++)
 		sqlite3_finalize(q->stmt[i]);
 	sqlite3_finalize(q->dv);
+	sq_wal_close(q);
 	sqlite3_close(q->db);
 	sq_engine_close(q);
 	for (i = 0; i < q->nreaped; i++)
@@ -995,6 +998,7 @@ sq_commit(struct sq *q, int how)
 	sq_commit_done(q, seq);
 	sq_comb_end(q, seq);
 	sq_checkpoint(q, q->wal_frames);	/* in the queue: see engine.c */
+	q->wal_left = q->wal_frames;
 	q->wal_frames = 0;
 	sq_queue_leave(q);
 	for (i = 0; i < q->ntouched; i++)

@@ -54,6 +54,7 @@ struct sq {
 	int		 mode;		/* MQ_READ, MQ_WRITE */
 	int		 in_tx, in_write;
 	int64_t		 busy_ms, busy_since;
+	int		 nowait;	/* busy: fail at once (engine.c) */
 	int		 sync;		/* SQ_GROUP ... */
 	sqlite3_stmt	*dv;		/* PRAGMA data_version */
 	const char	*sql[SQ_NSTMT];	/* statement cache, keyed by text */
@@ -68,6 +69,7 @@ struct sq {
 	int		 queued;	/* holds the writer queue */
 	int64_t		 queue_since;	/* waiting since; 0: from now */
 	int		 wal_frames;	/* in the WAL after our last commit */
+	int		 wal_left;	/* the same, kept for sq_wal_close */
 	uint64_t	 seen;		/* commits a read may have seen */
 	int64_t		*touched;	/* topics this transaction changed */
 	int		 ntouched, atouched;
@@ -119,6 +121,7 @@ uint32_t sq_joins(struct sq *);
 void	 sq_joined(struct sq *);
 void	 sq_wake(struct sq *, int64_t topic);
 void	 sq_checkpoint(struct sq *, int frames);
+void	 sq_wal_close(struct sq *);
 uint32_t *sq_slot(struct sq *, int64_t topic);
 int	 sq_slot_wait(struct sq *, int n, const int64_t *topic,
 	    uint32_t *const *slot, const uint32_t *seen, int64_t ms);
