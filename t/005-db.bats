@@ -533,7 +533,7 @@ hot_journal() {
 	done
 	# each commit writes two frames or three: some 4,000 in all, so
 	# checkpoints every 1,000 frames restart the WAL three times at least
-	# (measured while it runs: as it ends, it truncates the WAL)
+	# (measured while it runs: the last to close empties the WAL)
 	local page frames
 	page=$(sqlite3 "$MQ_DB" 'PRAGMA page_size')
 	frames=$((($(stat -c %s "$MQ_DB-wal") - 32) / (page + 24)))
@@ -544,15 +544,15 @@ hot_journal() {
 	assert_line 'messages 2001'
 }
 
-@test "one message a program: a writer that leaves 64 frames or more in the WAL truncates it as it ends, so the WAL stays small" {
+@test "one message a program: the last to close, having written, empties a WAL of 64 frames or more, so the WAL stays small" {
 	sqlite_only "PostgreSQL has no WAL file of ours"
 	local i page size
 	for ((i = 1; i <= 300; i++)); do
 		mq-send -q t "message $i" || fail "mq-send $i exited $?"
 	done
 	# one program a message finds no WAL index left by the one before:
-	# without the truncation nothing ever starts the WAL over, and 300
-	# sends leave some 660 frames (2.7 MB), more at each send
+	# unless one empties it as it closes, nothing ever starts the WAL
+	# over, and 300 sends leave some 660 frames (2.7 MB), more at each
 	page=$(sqlite3 "$MQ_DB" 'PRAGMA page_size')
 	size=$(stat -c %s "$MQ_DB-wal")
 	[ "$size" -lt $((100 * (page + 24) + 32)) ] ||

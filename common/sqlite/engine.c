@@ -427,28 +427,33 @@ sq_checkpoint(struct sq *q, int frames)
 #define CLOSE_FRAMES	64
 
 /*
- * A program that wrote, as it ends: a WAL of CLOSE_FRAMES frames or more
- * is checkpointed and truncated, if that can be done without waiting for
- * anyone.  The periodic checkpoints above never empty the WAL: the next
- * writer starts it over from the top, but only if the WAL index (the
- * -shm) still says that all of it was checkpointed.  Programs that each
- * run alone, one after another (a shell loop of mq-send), find no index:
- * SQLite rebuilds it by reading the whole WAL, and counts none of it as
- * checkpointed, so the WAL was never started over, and grew by 9 MB a
- * thousand sends, each send slower than the last.  A truncated WAL has
- * nothing to read.  (Truncating at every checkpoint instead cost a lone
+ * Before a program that wrote closes the database, with CLOSE_FRAMES
+ * frames or more in the WAL: if it is the last connection to close
+ * (SQLite looks: it takes the database's exclusive lock, and skips all
+ * this when another connection holds any), SQLite checkpoints the WAL as
+ * it closes and cuts it to nothing, keeping the file.  The periodic
+ * checkpoints never empty the WAL: the next writer starts it over from
+ * the top, but only if the WAL index (the -shm) still says that all of
+ * it was checkpointed.  Programs that each run alone, one after another
+ * (a shell loop of mq-send), find no index: SQLite rebuilds it by
+ * reading the whole WAL, and counts none of it as checkpointed, so the
+ * WAL was never started over, and grew by 9 MB a thousand sends, each
+ * send slower than the last.  An empty WAL has nothing to read.  (Below
+ * CLOSE_FRAMES, or when others are open, closing costs no sync, as
+ * before; truncating at every periodic checkpoint instead cost a lone
  * producer a third of its rate, 5.4k against 8.0k msg/s: its syncs then
  * also write the size of a file that grows again, most likely.)
  */
 void
 sq_wal_close(struct sq *q)
 {
+	int on = 1;
+
 	if (q->wal_left < CLOSE_FRAMES)
 		return;
-	q->nowait = 1;
-	sqlite3_wal_checkpoint_v2(q->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
-	    NULL, NULL);
-	q->nowait = 0;
+	sqlite3_file_control(q->db, "main", SQLITE_FCNTL_PERSIST_WAL, &on);
+	sqlite3_exec(q->db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
+	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
 }
 
 static uint32_t *

@@ -17,8 +17,9 @@
  *   and the WAL synced after the lock is let go, one sync for every
  *   commit that finished before it began).  Without the -mq file that
  *   needs, synchronous=FULL syncs each commit; MQ_SYNC=normal syncs only
- *   at checkpoints.  Closing does not checkpoint (see sq_open), so the
- *   -wal and -shm files stay beside the database.
+ *   at checkpoints.  Closing checkpoints only when the WAL has grown
+ *   (engine.c: sq_wal_close), and the -wal and -shm files stay beside
+ *   the database.
  * - Statements are prepared once per connection, found again by the
  *   address of their text (sq_stmt), and reset before reuse.
  */
@@ -440,8 +441,6 @@ on_busy(void *arg, int count)
 	struct sq *q = arg;
 	struct timespec ts;
 
-	if (q->nowait)
-		return 0;
 	if (count == 0)
 		q->busy_since = mq_now();
 	else if (mq_now() - q->busy_since >= q->busy_ms)
@@ -565,7 +564,8 @@ configure(struct sq *q)
 	 * Most mq programs run for one transaction.  Were the last one to
 	 * close to checkpoint the WAL into the database, each would pay two
 	 * more fsyncs; the WAL is checkpointed as it fills instead
-	 * (sq_commit), and mq-purge --vacuum truncates it.
+	 * (sq_commit), the last to close empties it once it has grown
+	 * (sq_wal_close), and mq-purge --vacuum truncates it.
 	 */
 	sqlite3_db_config(q->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 	sqlite3_busy_handler(q->db, on_busy, q);

@@ -54,7 +54,6 @@ struct sq {
 	int		 mode;		/* MQ_READ, MQ_WRITE */
 	int		 in_tx, in_write;
 	int64_t		 busy_ms, busy_since;
-	int		 nowait;	/* busy: fail at once (engine.c) */
 	int		 sync;		/* SQ_GROUP ... */
 	sqlite3_stmt	*dv;		/* PRAGMA data_version */
 	const char	*sql[SQ_NSTMT];	/* statement cache, keyed by text */
