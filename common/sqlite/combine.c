@@ -403,9 +403,8 @@ sq_comb_gather(struct sq *q)
 	if (!q->shm_rw || q->sync != SQ_GROUP)
 		return;
 	c = LOAD(&q->shm->combined);
-	n = ready(q);
-	t = usec();
-	if (q->gathered && (n || c != q->combined) && t >= q->gather_after)
+	if (q->gathered && (t = usec()) >= q->gather_after &&
+	    ((n = ready(q)) || c != q->combined))
 		do {
 			was = n;
 			sched_yield();
