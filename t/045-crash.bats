@@ -141,8 +141,10 @@ all_settled() {
 			fresh=1
 		fi
 		# until a kill has taken a message, one just after a send
-		# comes while the consumers handle it (later, all may be idle)
-		if [ "$fresh" = 1 ] && [ "$(released)" = 0 ]; then
+		# comes while the consumers handle it (later, all may be idle),
+		# and goes to one that holds a message, if one does
+		took=$(released)
+		if [ "$fresh" = 1 ] && [ "$took" = 0 ]; then
 			sleep "0.0$((RANDOM % 5 + 1))"
 		else
 			sleep "0.$((RANDOM % 5 + 1))"
@@ -154,7 +156,7 @@ all_settled() {
 		fi
 		revive
 		i=$((RANDOM % CONSUMERS))
-		[ "$(released)" != 0 ] || holder i
+		[ "$took" != 0 ] || holder i
 		kill_consumer "$i"
 		kills=$((kills + 1))
 		start_consumer "$i"
